@@ -1,0 +1,131 @@
+"""RagSettings: the only reader of environment variables (prefix RAG_, plus DATABASE_URL)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from platformdirs import user_data_dir
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from rag_core.errors import ConfigError
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+def default_data_dir() -> Path:
+    """Per-user data folder, never inside the repository.
+
+    For root it is /var/lib/rag-workbench: the embedded server runs as an unprivileged OS user
+    that cannot enter /root.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/rag-workbench")
+    return Path(user_data_dir("rag-workbench", appauthor=False))
+
+
+class RagSettings(BaseSettings):
+    """Every setting of the workbench; `.env.example` lists them with their defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        populate_by_name=True,
+    )
+
+    # --- storage ---
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "RAG_DATABASE_URL"),
+        description="PostgreSQL server with pgvector; unset starts an embedded server in RAG_DATA_DIR.",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir, description="Embedded database and caches.")
+    db_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept open per process.")
+
+    # --- embeddings ---
+    embedder: str = Field(default="use-multilingual", description="Embedding provider name.")
+    embed_model: str = Field(default="", description="Model id or path for the huggingface/openai embedders.")
+    embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    embed_threads: int = Field(default=2, ge=1, le=64, description="CPU threads for the packaged embedders.")
+    openai_base_url: str = Field(default="", description="OpenAI-compatible server, e.g. http://localhost:1234/v1.")
+    openai_api_key: str = Field(default="", description="Key for the OpenAI-compatible server.")
+
+    # --- chunking ---
+    chunk_size: int = Field(default=1000, ge=50, le=20000, description="Characters per chunk.")
+    chunk_overlap: int = Field(default=150, ge=0, le=5000, description="Characters shared by neighbouring chunks.")
+    max_file_mb: float = Field(default=50.0, gt=0, description="Larger files are reported and skipped.")
+
+    # --- search ---
+    search_cache_ttl_sec: int = Field(default=300, ge=0, description="TTL of the identical-search cache; 0 disables.")
+    reranker: str = Field(default="none", description="none, or a cross-encoder model id or path.")
+
+    # --- chat ---
+    llm: str = Field(default="extractive", description="LLM provider name.")
+    llm_model: str = Field(default="", description="Model name for the openai provider, or a GGUF path for llamacpp.")
+    llm_base_url: str = Field(default="", description="OpenAI-compatible chat server base URL.")
+    llm_api_key: str = Field(default="", description="Key for the chat server.")
+    llm_timeout_sec: float = Field(default=60.0, gt=0)
+    chat_history_messages: int = Field(default=8, ge=0, le=100)
+    chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
+    chat_similarity_floor: float = Field(default=0.2, ge=0.0, le=1.0)
+    language: Literal["en", "ru", "ja"] = Field(default="en", description="Labels of rendered answers.")
+
+    # --- retention ---
+    retention_days: int = Field(default=30, ge=1, le=3650)
+    retention_time: str = Field(default="03:00", description="Daily purge time (HH:MM, server local time).")
+
+    # --- crawler ---
+    allowed_domains: CommaList = Field(default_factory=list, description="Domains the crawler may fetch.")
+    allow_private_networks: bool = False
+    max_crawl_pages: int = Field(default=50, ge=1, le=10000)
+    crawl_delay_sec: float = Field(default=1.0, ge=0.0, le=600.0)
+    crawl_concurrency: int = Field(default=5, ge=1, le=5)
+    crawl_timeout_sec: float = Field(default=30.0, gt=0, le=600)
+    crawl_max_bytes: int = Field(default=5_000_000, ge=1024)
+    crawl_respect_robots: bool = True
+    crawl_user_agent: str = "RAG-Workbench-Crawler/0.1 (+https://github.com/rag-workbench)"
+
+    # --- service ---
+    api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")
+    admin_api_key: str = ""
+    rate_limit: str = "120/minute"
+    redis_url: str = ""
+
+    # --- evaluation ---
+    eval_sample: int = Field(default=0, ge=0, description="Queries per set in notebooks; 0 means all.")
+
+    @field_validator("allowed_domains", mode="before")
+    @classmethod
+    def _split_domains(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [d.strip().lower().rstrip(".") for d in value.split(",") if d.strip()]
+        return value
+
+    @field_validator("embedder", "llm")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.strip().lower()
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "RagSettings":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"RAG_CHUNK_OVERLAP ({self.chunk_overlap}) must be smaller than RAG_CHUNK_SIZE ({self.chunk_size})"
+            )
+        return self
+
+
+def load_settings(**overrides: object) -> RagSettings:
+    """Read the settings; a bad value raises ConfigError naming the variable and what it accepts."""
+    try:
+        return RagSettings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = err.get("loc") or ()
+            name = str(loc[0]) if loc else ""
+            var = name if name.isupper() else (f"RAG_{name.upper()}" if name else "settings")
+            if name == "database_url":
+                var = "DATABASE_URL"
+            problems.append(f"{var}: {err.get('msg')} (got {err.get('input')!r})")
+        raise ConfigError("Invalid configuration: " + "; ".join(problems)) from None

@@ -1,0 +1,70 @@
+"""Settings: validation messages name the variable, and the documented variables match the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rag_core.errors import ConfigError
+from rag_core.providers.embeddings import build_embedder
+from rag_core.settings import RagSettings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def env_names() -> set[str]:
+    names = set()
+    for name, field in RagSettings.model_fields.items():
+        names.add("DATABASE_URL" if name == "database_url" else f"RAG_{name.upper()}")
+    return names
+
+
+def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_CHUNK_SIZE", "lots")
+    with pytest.raises(ConfigError) as err:
+        load_settings(_env_file=None)
+    assert "RAG_CHUNK_SIZE" in err.value.message and "lots" in err.value.message
+
+
+def test_overlap_must_be_below_size() -> None:
+    with pytest.raises(ConfigError, match="RAG_CHUNK_OVERLAP"):
+        load_settings(_env_file=None, chunk_size=100, chunk_overlap=100)
+
+
+def test_language_lists_allowed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_LANGUAGE", "de")
+    with pytest.raises(ConfigError) as err:
+        load_settings(_env_file=None)
+    assert "RAG_LANGUAGE" in err.value.message and "'en'" in err.value.message
+
+
+def test_allowed_domains_from_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_ALLOWED_DOMAINS", "Example.com, docs.python.org.,")
+    assert load_settings(_env_file=None).allowed_domains == ["example.com", "docs.python.org"]
+
+
+def test_database_url_uses_conventional_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/db")
+    assert load_settings(_env_file=None).database_url == "postgresql://u@h/db"
+
+
+def test_unknown_embedder_lists_known_ones() -> None:
+    with pytest.raises(ConfigError) as err:
+        build_embedder(load_settings(_env_file=None, embedder="word2vec"))
+    assert "word2vec" in err.value.message
+    for known in ("use-multilingual", "minilm", "huggingface", "openai"):
+        assert known in err.value.message
+
+
+def test_env_example_lists_every_setting() -> None:
+    text = (ROOT / ".env.example").read_text()
+    listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", text, flags=re.M))
+    assert listed == env_names()
+
+
+def test_readme_configuration_table_lists_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [name for name in sorted(env_names()) if f"`{name}`" not in readme]
+    assert not missing, f"README configuration table lacks {missing}"
