@@ -1,0 +1,1 @@
+"""Database access: the embedded server, the connection pool and Alembic migrations."""

@@ -1,0 +1,1 @@
+"""Provider seams: embedders, LLMs and rerankers, each a registry keyed by name."""

