@@ -1,0 +1,1 @@
+"""Ingestion: loaders, chunking, the pipeline and the web crawler."""

@@ -1,0 +1,977 @@
+"""Polite, SSRF-safe web crawler: index page -> links -> page texts (httpx + trafilatura).
+
+Security model (seed 002's "SSRF対策", extended):
+
+* **Allowlist required.** Nothing is fetched unless ``RAG_ALLOWED_DOMAINS`` is set. An entry
+  ``example.com`` allows the host ``example.com`` itself and every subdomain ``*.example.com``
+  (``docs.example.com``, ``a.b.example.com``) -- and nothing else: ``evil-example.com`` and
+  ``example.com.evil.net`` are refused. Hosts are compared case-insensitively, without a trailing
+  dot, IDNA-encoded (``bücher.de`` == ``xn--bcher-kva.de``). An entry that is an IP address
+  matches only that exact address.
+* Only ``http`` and ``https``; URLs with user info (``http://user@host``) are refused.
+* Private, loopback, link-local, multicast, reserved, shared (CGNAT) and cloud-metadata addresses
+  are refused unless ``RAG_ALLOW_PRIVATE_NETWORKS=true`` -- both as IP literals in the URL and
+  after DNS resolution: every address a name resolves to is checked, and the connection is made
+  to the checked address (no second lookup, so DNS rebinding cannot swap it).
+* Redirects are followed by hand (at most 5 hops); every hop goes through the same checks.
+* Bodies are streamed and cut off past ``RAG_CRAWL_MAX_BYTES``; each request has a deadline of
+  ``RAG_CRAWL_TIMEOUT_SEC``; environment proxies are ignored (a proxy would bypass the checks).
+
+Politeness: an identifiable User-Agent, robots.txt (RFC 9309, parsed by protego, cached per
+origin, Crawl-delay honoured when larger than ``RAG_CRAWL_DELAY_SEC``), at least
+``RAG_CRAWL_DELAY_SEC`` between the starts of two requests to the same host, at most
+``RAG_CRAWL_CONCURRENCY`` (<= 5) requests at once, at most ``RAG_MAX_CRAWL_PAGES`` pages per crawl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import ipaddress
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from http import HTTPStatus
+from typing import Any, AsyncIterator, Literal, TypeVar
+from urllib.parse import quote, urldefrag, urljoin, urlsplit
+
+import httpcore
+import httpx
+
+from rag_core.errors import CrawlRefused, FetchError, LoaderError, RagError
+from rag_core.ingest.loaders import LoadedDocument, load_html_bytes
+from rag_core.settings import RagSettings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Reason = Literal["refused", "robots", "timeout", "http_status", "too_large", "content_type", "network", "extract"]
+
+MAX_REDIRECTS = 5
+MAX_CONCURRENCY = 5
+ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least 500 KiB
+ROBOTS_MAX_DELAY_SEC = 600.0
+REDIRECT_STATUSES = {301, 302, 303, 307, 308}
+HTML_TYPES = {"text/html", "application/xhtml+xml"}
+TEXT_TYPES = {"text/plain"}
+PDF_TYPES = {"application/pdf", "application/x-pdf"}
+# hrefs that are not documents: skipped silently by extract_links (never fetched either way)
+NON_DOCUMENT_SCHEMES = {"mailto", "tel", "sms", "callto", "javascript", "about"}
+ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,application/pdf;q=0.8,*/*;q=0.1"
+ALLOWED_DOMAINS_EXAMPLE = "RAG_ALLOWED_DOMAINS=example.com,docs.python.org"
+
+_HOST_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+
+_BLOCKED_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+    "::/128", "::1/128", "::/96", "64:ff9b:1::/48", "100::/64", "2001:db8::/32", "fc00::/7",
+    "fe80::/10", "fec0::/10", "ff00::/8",
+))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class CrawledPage:
+    """One fetched page. ``document`` is None when the server answered 304 Not Modified."""
+
+    url: str                 # as requested (normalised)
+    final_url: str           # after redirects
+    status: int
+    content_type: str
+    document: LoadedDocument | None
+    etag: str | None
+    last_modified: str | None
+    not_modified: bool = False
+
+
+@dataclass
+class PageError:
+    """A page that could not be crawled; ``reason`` is one of the ``Reason`` values."""
+
+    url: str
+    reason: str
+    message: str
+
+
+def _fetch_error(message: str, reason: Reason, url: str, **extra: Any) -> FetchError:
+    return FetchError(message, details={"url": url, "reason": reason, **extra})
+
+
+def _refused(message: str, url: str, reason: Reason = "refused") -> CrawlRefused:
+    return CrawlRefused(message, details={"url": url, "reason": reason})
+
+
+def error_reason(exc: BaseException) -> str:
+    """The PageError reason of an exception raised by the crawler."""
+    details = getattr(exc, "details", None)
+    if isinstance(details, dict) and details.get("reason"):
+        return str(details["reason"])
+    if isinstance(exc, CrawlRefused):
+        return "refused"
+    if isinstance(exc, LoaderError):
+        return "extract"
+    return "network"
+
+
+# --------------------------------------------------------------------------- URL policy
+
+
+def is_blocked_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True for any address that is not plainly public unicast (private, loopback, link-local,
+    CGNAT, multicast, reserved, unspecified, documentation, cloud metadata ...), including IPv6
+    forms that embed such an IPv4 address (IPv4-mapped, 6to4, NAT64, Teredo)."""
+    try:
+        ip = ipaddress.ip_address(str(address).split("%", 1)[0])
+    except ValueError:
+        return True
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded: list[ipaddress.IPv4Address] = []
+        if ip.ipv4_mapped is not None:
+            embedded.append(ip.ipv4_mapped)
+        if ip.sixtofour is not None:
+            embedded.append(ip.sixtofour)
+        if ip.teredo is not None:
+            embedded.extend(ip.teredo)
+        if ip in _NAT64:
+            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if any(is_blocked_address(e) for e in embedded):
+            return True
+        if ip.ipv4_mapped is not None:
+            return False
+    if any(ip in net for net in _BLOCKED_NETWORKS if net.version == ip.version):
+        return True
+    return (not ip.is_global or ip.is_private or ip.is_loopback or ip.is_link_local
+            or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def normalize_host(host: str) -> str:
+    """Lower-case, trailing dot stripped, IDNA (punycode) encoded; ValueError if not a valid host."""
+    host = host.strip().rstrip(".").lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise ValueError("empty host")
+    literal = _ip_literal(host)
+    if literal is not None:
+        if "%" in host:
+            raise ValueError("IPv6 zone identifiers are not allowed")
+        return str(literal)
+    if not host.isascii():
+        try:
+            import idna
+
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except Exception:  # noqa: BLE001 - idna raises several error types
+            try:
+                host = host.encode("idna").decode("ascii")
+            except UnicodeError as exc:
+                raise ValueError(f"not a valid international domain name ({exc})") from None
+        host = host.lower()
+    if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in host.split(".")):
+        raise ValueError("not a valid host name")
+    return host
+
+
+class UrlPolicy:
+    """Decides which URLs may be fetched (see the module docstring for the rules).
+
+    ``check(url)`` is the name-level check (scheme, user info, allowlist, IP literals);
+    ``check_resolved(host)`` resolves the host and checks every address.
+    """
+
+    def __init__(self, settings: RagSettings) -> None:
+        self.allow_private = bool(settings.allow_private_networks)
+        entries: list[str] = []
+        for raw in settings.allowed_domains or []:
+            entry = str(raw).strip()
+            if "://" in entry:
+                entry = urlsplit(entry).hostname or ""
+            entry = entry.lstrip("*").lstrip(".")
+            try:
+                norm = normalize_host(entry)
+            except ValueError:
+                logger.warning("Ignoring invalid RAG_ALLOWED_DOMAINS entry %r", raw)
+                continue
+            if norm not in entries:
+                entries.append(norm)
+        self.allowed_domains: tuple[str, ...] = tuple(entries)
+
+    # -- name level
+
+    def host_allowed(self, host: str) -> bool:
+        """True if the (normalised) host is an allowlisted domain or a subdomain of one."""
+        for domain in self.allowed_domains:
+            if host == domain:
+                return True
+            if _ip_literal(domain) is None and _ip_literal(host) is None and host.endswith("." + domain):
+                return True
+        return False
+
+    def check(self, url: str) -> str:
+        """Return the normalised URL, or raise CrawlRefused naming the problem and the fix."""
+        original = url
+        if not self.allowed_domains:
+            raise _refused(
+                "Crawling is disabled: no allowed domains are configured. Set RAG_ALLOWED_DOMAINS to "
+                f"the domains you want to crawl, e.g. {ALLOWED_DOMAINS_EXAMPLE}", original)
+        url = (url or "").strip()
+        if not url:
+            raise _refused("Empty URL. Give an http:// or https:// URL.", original)
+        if any(ord(c) < 0x20 or c in "\\\x7f" for c in url):
+            raise _refused(f"URL contains control characters or backslashes: {url!r}", original)
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise _refused(f"Malformed URL ({exc}): {url}", original) from None
+        scheme = parts.scheme.lower()
+        if not scheme:
+            raise _refused(f"URL has no scheme; only http:// and https:// URLs can be crawled "
+                           f"(e.g. https://{url.lstrip('/')}). URL: {url}", original)
+        if scheme not in ("http", "https"):
+            raise _refused(
+                f"Only http:// and https:// URLs can be crawled (scheme '{scheme}:' refused). URL: {url}",
+                original)
+        if "@" in parts.netloc or parts.username is not None or parts.password is not None:
+            raise _refused(
+                f"URLs with a user name or password (user@host) are refused; remove that part. URL: {url}",
+                original)
+        try:
+            host = normalize_host(parts.hostname or "")
+        except ValueError as exc:
+            raise _refused(f"Invalid host in URL ({exc}): {url}", original) from None
+        if not self.host_allowed(host):
+            raise _refused(
+                f"Domain not in allowlist: {host}. URL: {url} / Allowed domains: "
+                f"{', '.join(self.allowed_domains)}. Add the domain to RAG_ALLOWED_DOMAINS to crawl it.",
+                original)
+        if not self.allow_private:
+            literal = _ip_literal(host)
+            if literal is not None and is_blocked_address(literal):
+                raise _refused(self._private_message(host, [str(literal)], url), original)
+            if host == "localhost" or host.endswith(".localhost"):
+                raise _refused(self._private_message(host, ["loopback"], url), original)
+        if port is not None and port == (80 if scheme == "http" else 443):
+            port = None
+        netloc = f"[{host}]" if ":" in host else host
+        if port is not None:
+            netloc += f":{port}"
+        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+        query = quote(parts.query, safe="/?%:@!$&'()*+,;=-._~")
+        return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+    @staticmethod
+    def _private_message(host: str, addresses: list[str], url: str) -> str:
+        return (
+            f"Refused {host} ({', '.join(addresses)}): private, loopback, link-local and cloud-metadata "
+            f"addresses are blocked to prevent SSRF. URL: {url}. Set RAG_ALLOW_PRIVATE_NETWORKS=true "
+            "only to crawl a trusted internal server.")
+
+    # -- address level
+
+    async def resolve(self, host: str, port: int | None = None) -> list[str]:
+        """Addresses of ``host`` (getaddrinfo in a worker thread), in resolver order, deduplicated."""
+        literal = _ip_literal(host)
+        if literal is not None:
+            return [str(literal)]
+        try:
+            infos = await asyncio.to_thread(socket.getaddrinfo, host, port or 80, 0, socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError, OSError) as exc:
+            raise _fetch_error(f"Could not resolve host {host!r} ({exc})", "network", host) from None
+        out: list[str] = []
+        for info in infos:
+            addr = str(info[4][0]).split("%", 1)[0]
+            if addr not in out:
+                out.append(addr)
+        if not out:
+            raise _fetch_error(f"Host {host!r} has no addresses", "network", host)
+        return out
+
+    def is_blocked_address(self, address: str) -> bool:
+        return is_blocked_address(address)
+
+    async def check_resolved(self, host: str, port: int | None = None) -> list[str]:
+        """Resolve ``host`` and return its addresses; CrawlRefused if any of them is private
+        (unless allow_private_networks). Connect only to the addresses returned."""
+        host = normalize_host(host)
+        addresses = await self.resolve(host, port)
+        if not self.allow_private:
+            blocked = [a for a in addresses if self.is_blocked_address(a)]
+            if blocked:
+                raise _refused(self._private_message(host, blocked, host), host)
+        return addresses
+
+
+# --------------------------------------------------------------------------- transport
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore network backend that resolves through the policy and connects to the checked IP."""
+
+    def __init__(self, policy: UrlPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None, socket_options: Any = None) -> Any:
+        addresses = await self._policy.check_resolved(host, port)
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(address, port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Any = None) -> Any:
+        raise _refused("Unix sockets are never used by the crawler", path)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _pinned_transport(policy: UrlPolicy) -> httpx.AsyncBaseTransport | None:
+    """An httpx transport whose connections go to policy-checked addresses (None if unavailable)."""
+    try:
+        transport = httpx.AsyncHTTPTransport(trust_env=False, retries=0)
+        transport._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001 - documented-stable internals
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=MAX_CONCURRENCY * 4, max_keepalive_connections=MAX_CONCURRENCY * 2,
+            keepalive_expiry=5.0, http1=True, http2=False,
+            network_backend=_PinnedBackend(policy),
+        )
+        return transport
+    except Exception:  # noqa: BLE001 - fall back to checking right before each request
+        logger.warning("Pinned transport unavailable; checking addresses before each request", exc_info=True)
+        return None
+
+
+class _BorrowedTransport(httpx.AsyncBaseTransport):
+    """Forwards to a caller-owned transport without closing it."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- robots.txt
+
+
+ROBOTS_TTL_SEC = 24 * 3600.0        # RFC 9309: do not use a cached robots.txt for more than 24 h
+ROBOTS_RETRY_SEC = 300.0            # an unreachable robots.txt (disallow-all) is retried after this
+
+
+@dataclass
+class _Robots:
+    parser: Any = None           # protego.Protego, or None
+    allow_all: bool = False
+    note: str = ""               # why everything is disallowed, when parser is None and not allow_all
+    expires: float = 0.0         # time.monotonic() after which robots.txt is fetched again
+
+    def fresh(self) -> bool:
+        return time.monotonic() < self.expires
+
+    def can_fetch(self, url: str, user_agent: str) -> bool:
+        if self.parser is not None:
+            return bool(self.parser.can_fetch(url, user_agent))
+        return self.allow_all
+
+    def crawl_delay(self, user_agent: str) -> float | None:
+        if self.parser is None:
+            return None
+        try:
+            delay = self.parser.crawl_delay(user_agent)
+        except Exception:  # noqa: BLE001
+            return None
+        return float(delay) if delay is not None else None
+
+
+# --------------------------------------------------------------------------- crawler
+
+
+@dataclass
+class _Raw:
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    charset: str | None
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+    not_modified: bool = False
+
+
+@dataclass
+class _Redirect:
+    location: str
+
+
+class _Session:
+    def __init__(self, client: httpx.AsyncClient, check_before_request: bool) -> None:
+        self.client = client
+        self.check_before_request = check_before_request
+        self.loop = asyncio.get_running_loop()
+        self.robots_locks: dict[str, asyncio.Lock] = {}
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _fmt_seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return f"{parts.scheme}://{parts.netloc.lower()}", host
+
+
+def _name_from_url(url: str) -> str:
+    parts = urlsplit(url)
+    last = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    return last or parts.hostname or url
+
+
+class WebCrawler:
+    """Fetches pages under a UrlPolicy; see the module docstring for the rules it enforces.
+
+    Use it directly (each call opens and closes its own HTTP client) or as
+    ``async with WebCrawler(settings) as crawler:`` to share one client across calls.
+    From synchronous code: ``run(crawler.fetch_page(url))``.
+    """
+
+    def __init__(self, settings: RagSettings, *, transport: httpx.AsyncBaseTransport | None = None,
+                 policy: UrlPolicy | None = None) -> None:
+        self.settings = settings
+        self.policy = policy or UrlPolicy(settings)
+        self.user_agent = settings.crawl_user_agent
+        self.timeout = float(settings.crawl_timeout_sec)
+        self.max_bytes = int(settings.crawl_max_bytes)
+        self.delay = float(settings.crawl_delay_sec)
+        self.concurrency = max(1, min(int(settings.crawl_concurrency), MAX_CONCURRENCY))
+        self.max_pages = int(settings.max_crawl_pages)
+        self.respect_robots = bool(settings.crawl_respect_robots)
+        self._transport = transport
+        self._robots: dict[str, _Robots] = {}
+        self._next_slot: dict[str, float] = {}
+        self._slot_lock = threading.Lock()
+        self._session: _Session | None = None
+
+    # -- session handling
+
+    async def __aenter__(self) -> "WebCrawler":
+        self._session = self._open_session()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.aclose()
+
+    def _open_session(self) -> _Session:
+        if self._transport is not None:
+            transport: httpx.AsyncBaseTransport | None = _BorrowedTransport(self._transport)
+            check_before = True
+        else:
+            transport = _pinned_transport(self.policy)
+            check_before = transport is None
+            if transport is None:
+                transport = httpx.AsyncHTTPTransport(trust_env=False)
+        client = httpx.AsyncClient(
+            transport=transport, follow_redirects=False, trust_env=False,
+            timeout=httpx.Timeout(self.timeout),
+            headers={"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"},
+        )
+        return _Session(client, check_before)
+
+    @asynccontextmanager
+    async def _use_session(self) -> AsyncIterator[_Session]:
+        current = self._session
+        if current is not None and current.loop is asyncio.get_running_loop():
+            yield current
+            return
+        session = self._open_session()
+        try:
+            yield session
+        finally:
+            await session.aclose()
+
+    # -- politeness
+
+    def _host_delay(self, origin: str) -> float:
+        delay = self.delay
+        robots = self._robots.get(origin)
+        if self.respect_robots and robots is not None:
+            extra = robots.crawl_delay(self.user_agent)
+            if extra is not None and extra > delay:
+                delay = min(extra, ROBOTS_MAX_DELAY_SEC)
+        return delay
+
+    async def _throttle(self, url: str) -> None:
+        """Reserve the next request slot of the URL's host; starts are spaced by the delay."""
+        origin, host = _origin(url)
+        delay = self._host_delay(origin)
+        with self._slot_lock:
+            now = time.monotonic()
+            start = max(now, self._next_slot.get(host, 0.0))
+            self._next_slot[host] = start + delay
+        wait = start - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _robots_for(self, session: _Session, url: str) -> _Robots:
+        origin, _host = _origin(url)
+        cached = self._robots.get(origin)
+        if cached is not None and cached.fresh():
+            return cached
+        lock = session.robots_locks.setdefault(origin, asyncio.Lock())
+        async with lock:
+            cached = self._robots.get(origin)
+            if cached is None or not cached.fresh():
+                cached = await self._load_robots(session, origin)
+                ttl = ROBOTS_TTL_SEC if (cached.parser is not None or cached.allow_all) else ROBOTS_RETRY_SEC
+                cached.expires = time.monotonic() + ttl
+                self._robots[origin] = cached
+        return cached
+
+    async def _load_robots(self, session: _Session, origin: str) -> _Robots:
+        robots_url = origin + "/robots.txt"
+        try:
+            raw = await self._fetch_raw(session, robots_url, check_robots=False, any_type=True,
+                                        truncate=True, max_bytes=ROBOTS_MAX_BYTES, error_statuses=False)
+        except CrawlRefused as exc:  # redirected somewhere we may not go: treat as unavailable
+            logger.info("robots.txt of %s not followed (%s); allowing all", origin, exc.message)
+            return _Robots(allow_all=True)
+        except FetchError as exc:
+            return _Robots(note=f"robots.txt of {origin} could not be fetched ({exc.message})")
+        if 400 <= raw.status < 500:
+            return _Robots(allow_all=True)
+        if raw.status >= 500 or not 200 <= raw.status < 300:
+            return _Robots(note=f"robots.txt of {origin} answered HTTP {raw.status}")
+        from protego import Protego
+
+        try:
+            parser = Protego.parse(raw.body.decode(raw.charset or "utf-8", errors="replace"))
+        except Exception:  # noqa: BLE001 - an unparsable robots.txt is treated like a missing one
+            logger.warning("Unparsable robots.txt at %s; allowing all", robots_url, exc_info=True)
+            return _Robots(allow_all=True)
+        return _Robots(parser=parser)
+
+    async def _check_robots(self, session: _Session, url: str) -> None:
+        robots = await self._robots_for(session, url)
+        if robots.can_fetch(url, self.user_agent):
+            return
+        if robots.note:
+            message = (f"{robots.note}; RFC 9309 treats an unreachable robots.txt as disallow-all. "
+                       f"URL: {url}")
+        else:
+            message = (f"Disallowed by robots.txt for user agent {self.user_agent!r}. URL: {url}. "
+                       "Set RAG_CRAWL_RESPECT_ROBOTS=false only for sites you own.")
+        raise _refused(message, url, "robots")
+
+    # -- one request chain
+
+    async def _fetch_raw(self, session: _Session, url: str, *, etag: str | None = None,
+                         last_modified: str | None = None, check_robots: bool = True,
+                         any_type: bool = False, truncate: bool = False, max_bytes: int | None = None,
+                         error_statuses: bool = True) -> _Raw:
+        requested = self.policy.check(url)
+        current = requested
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop:
+                try:
+                    current = self.policy.check(current)
+                except CrawlRefused as exc:
+                    raise _refused(f"Redirect refused: {exc.message}", requested) from None
+            parts = urlsplit(current)
+            if session.check_before_request:
+                try:
+                    await self.policy.check_resolved(parts.hostname or "", parts.port)
+                except CrawlRefused as exc:
+                    raise _refused(exc.message if not hop else f"Redirect refused: {exc.message}",
+                                   requested) from None
+            if check_robots and self.respect_robots:
+                await self._check_robots(session, current)
+            await self._throttle(current)
+            try:
+                result = await asyncio.wait_for(
+                    self._one_request(session, requested, current, etag=etag, last_modified=last_modified,
+                                      any_type=any_type, truncate=truncate,
+                                      max_bytes=max_bytes or self.max_bytes, error_statuses=error_statuses),
+                    timeout=self.timeout)
+            except (asyncio.TimeoutError, httpx.TimeoutException):
+                raise _fetch_error(f"Timed out after {_fmt_seconds(self.timeout)} s", "timeout",
+                                   requested) from None
+            except CrawlRefused as exc:  # raised by the pinned backend at connect time
+                prefix = "Redirect refused: " if hop else ""
+                raise _refused(prefix + exc.message, requested) from None
+            except httpx.HTTPError as exc:
+                detail = str(exc) or type(exc).__name__
+                raise _fetch_error(f"Network error fetching {current}: {detail}", "network",
+                                   requested) from None
+            if isinstance(result, _Redirect):
+                current = urldefrag(urljoin(current, result.location))[0]
+                continue
+            return result
+        raise _fetch_error(f"Too many redirects (more than {MAX_REDIRECTS}) starting at {requested}",
+                           "http_status", requested)
+
+    async def _one_request(self, session: _Session, requested: str, url: str, *, etag: str | None,
+                           last_modified: str | None, any_type: bool, truncate: bool, max_bytes: int,
+                           error_statuses: bool) -> _Raw | _Redirect:
+        headers: dict[str, str] = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        async with session.client.stream("GET", url, headers=headers) as response:
+            status = response.status_code
+            resp_etag = response.headers.get("etag")
+            resp_lm = response.headers.get("last-modified")
+            if status in REDIRECT_STATUSES:
+                location = response.headers.get("location")
+                if not location:
+                    raise _fetch_error(f"HTTP {status} redirect without a Location header", "http_status",
+                                       requested, status=status)
+                return _Redirect(location.strip())
+            if status == 304 and (etag or last_modified):
+                return _Raw(requested, url, status, "", None, b"", resp_etag or etag, resp_lm or last_modified,
+                            not_modified=True)
+            if error_statuses and not 200 <= status < 300:
+                phrase = response.reason_phrase
+                if not phrase:
+                    try:
+                        phrase = HTTPStatus(status).phrase
+                    except ValueError:
+                        phrase = ""
+                raise _fetch_error(f"HTTP {status} {phrase}".strip(), "http_status", requested, status=status)
+            content_type, charset = _parse_content_type(response.headers.get("content-type", ""))
+            if content_type and not any_type and not _supported_type(content_type):
+                raise _fetch_error(
+                    f"Unsupported content type {content_type!r} (expected HTML, plain text or PDF). URL: {url}",
+                    "content_type", requested, content_type=content_type)
+            length = response.headers.get("content-length", "").strip()
+            if length.isdigit() and int(length) > max_bytes and not truncate:
+                raise _too_large(max_bytes, requested)
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    if truncate:
+                        del body[max_bytes:]
+                        break
+                    raise _too_large(max_bytes, requested)
+        data = bytes(body)
+        if not content_type and not any_type:
+            content_type = _sniff_type(data)
+            if not content_type:
+                raise _fetch_error(f"No content type and not recognisable as HTML or PDF. URL: {url}",
+                                   "content_type", requested)
+        return _Raw(requested, url, status, content_type, charset, data, resp_etag, resp_lm)
+
+    # -- public API
+
+    async def fetch_page(self, url: str, *, etag: str | None = None,
+                         last_modified: str | None = None) -> CrawledPage:
+        """Fetch one page and extract its text.
+
+        Raises CrawlRefused (policy or robots.txt), FetchError (timeout, HTTP status, size, content
+        type, network) or LoaderError (no readable text). With validators, a 304 answer gives
+        ``CrawledPage(not_modified=True, document=None)``.
+        """
+        async with self._use_session() as session:
+            raw = await self._fetch_raw(session, url, etag=etag, last_modified=last_modified)
+        return await self._to_page(raw)
+
+    async def _to_page(self, raw: _Raw) -> CrawledPage:
+        if raw.not_modified:
+            return CrawledPage(url=raw.url, final_url=raw.final_url, status=raw.status, content_type="",
+                               document=None, etag=raw.etag, last_modified=raw.last_modified,
+                               not_modified=True)
+        document = await asyncio.to_thread(_load_document, raw)
+        document.metadata.setdefault("source_url", raw.final_url)
+        document.metadata.setdefault("crawled_at", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        return CrawledPage(url=raw.url, final_url=raw.final_url, status=raw.status,
+                           content_type=raw.content_type, document=document, etag=raw.etag,
+                           last_modified=raw.last_modified)
+
+    async def extract_links(self, index_url: str, pattern: str = "") -> tuple[list[str], list[PageError]]:
+        """Links of one index page (depth 1, no recursion).
+
+        ``<a href>`` targets are resolved against the page (and its ``<base href>``), the fragment
+        is dropped, duplicates removed (page order kept), non-document links (mailto:, tel:,
+        javascript: ...) skipped, the rest filtered by ``re.search(pattern, url)`` and checked by
+        the policy: refused ones come back as PageError(reason="refused"). At most
+        RAG_MAX_CRAWL_PAGES links are returned. The index page itself failing raises.
+        """
+        from rag_core.errors import InvalidInput
+
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error as exc:
+            raise InvalidInput(f"Invalid URL pattern {pattern!r}: {exc}") from None
+        async with self._use_session() as session:
+            raw = await self._fetch_raw(session, index_url)
+        if raw.content_type not in HTML_TYPES:
+            raise _fetch_error(f"The index page is not HTML ({raw.content_type}). URL: {raw.final_url}",
+                               "content_type", raw.url)
+        hrefs, base = await asyncio.to_thread(_parse_links, raw)
+        base_url = urljoin(raw.final_url, base) if base else raw.final_url
+        links: list[str] = []
+        errors: list[PageError] = []
+        seen: set[str] = set()
+        truncated = 0
+        for href in hrefs:
+            href = href.strip()
+            if not href or href.startswith("#"):
+                continue
+            scheme = href.split(":", 1)[0].strip().lower() if ":" in href else ""
+            if scheme in NON_DOCUMENT_SCHEMES:
+                continue
+            absolute = urldefrag(urljoin(base_url, href))[0]
+            if absolute in seen:
+                continue
+            seen.add(absolute)
+            if regex is not None and not regex.search(absolute):
+                continue
+            try:
+                normalized = self.policy.check(absolute)
+            except CrawlRefused as exc:
+                errors.append(PageError(absolute, "refused", exc.message))
+                continue
+            if normalized in seen and normalized != absolute:
+                continue
+            seen.add(normalized)
+            if len(links) >= self.max_pages:
+                truncated += 1
+                continue
+            links.append(normalized)
+        if truncated:
+            logger.info("%s: %d more links beyond RAG_MAX_CRAWL_PAGES=%d ignored", index_url, truncated,
+                        self.max_pages)
+        return links, errors
+
+    async def fetch_many(
+        self, urls: Iterable[str],
+        validators: dict[str, tuple[str | None, str | None]] | None = None,
+        on_result: Callable[[CrawledPage | PageError], Any] | None = None,
+    ) -> list[CrawledPage | PageError]:
+        """Fetch pages concurrently; one result per distinct URL, in input order.
+
+        At most RAG_CRAWL_CONCURRENCY (<= 5) requests run at once; requests to one host start at
+        least RAG_CRAWL_DELAY_SEC apart; a page's failure becomes a PageError and never stops the
+        others. URLs beyond RAG_MAX_CRAWL_PAGES are not fetched (PageError "refused").
+        ``validators`` maps a URL to (etag, last_modified) for conditional requests.
+        ``on_result`` (sync or async) is called after each page, in completion order.
+        """
+        validators = validators or {}
+        unique: list[str] = []
+        seen: set[str] = set()
+        for u in urls:
+            if u not in seen:
+                seen.add(u)
+                unique.append(u)
+        semaphore = asyncio.Semaphore(self.concurrency)
+        results: list[CrawledPage | PageError | None] = [None] * len(unique)
+
+        async def report(result: CrawledPage | PageError) -> None:
+            if on_result is None:
+                return
+            try:
+                outcome = on_result(result)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:  # noqa: BLE001 - a progress callback must not stop the crawl
+                logger.exception("on_result callback failed")
+
+        async def one(index: int, url: str, session: _Session) -> None:
+            result: CrawledPage | PageError
+            if index >= self.max_pages:
+                result = PageError(url, "refused",
+                                   f"Page limit reached: at most RAG_MAX_CRAWL_PAGES={self.max_pages} "
+                                   "pages per crawl.")
+            else:
+                etag, last_modified = _lookup_validators(validators, url, self.policy)
+                async with semaphore:
+                    try:
+                        raw = await self._fetch_raw(session, url, etag=etag, last_modified=last_modified)
+                        result = await self._to_page(raw)
+                    except RagError as exc:
+                        result = PageError(url, error_reason(exc), exc.message)
+                    except Exception as exc:  # noqa: BLE001 - isolate unexpected failures per page
+                        logger.exception("Unexpected error crawling %s", url)
+                        result = PageError(url, "network", f"Unexpected error: {type(exc).__name__}: {exc}")
+            results[index] = result
+            await report(result)
+
+        async with self._use_session() as session:
+            await asyncio.gather(*(one(i, u, session) for i, u in enumerate(unique)))
+        return [r for r in results if r is not None]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _too_large(max_bytes: int, url: str) -> FetchError:
+    return _fetch_error(f"Response larger than the limit of {max_bytes:,} bytes (RAG_CRAWL_MAX_BYTES)",
+                        "too_large", url)
+
+
+def _parse_content_type(header: str) -> tuple[str, str | None]:
+    main, _, params = header.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip("'\"")
+    return main.strip().lower(), charset
+
+
+def _supported_type(content_type: str) -> bool:
+    return content_type in HTML_TYPES or content_type in TEXT_TYPES or content_type in PDF_TYPES
+
+
+def _sniff_type(data: bytes) -> str:
+    head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head.startswith(b"%pdf-"):
+        return "application/pdf"
+    if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in head:
+        return "text/html"
+    return ""
+
+
+def _decode(raw: _Raw) -> str | None:
+    if raw.charset:
+        try:
+            return raw.body.decode(raw.charset, errors="replace")
+        except LookupError:
+            return None
+    return None
+
+
+def _load_document(raw: _Raw) -> LoadedDocument:
+    """Bytes -> LoadedDocument by content type; any loader failure becomes a LoaderError."""
+    try:
+        if raw.content_type in HTML_TYPES:
+            text = _decode(raw)
+            return load_html_bytes(text if text is not None else raw.body, url=raw.final_url)
+        name = _name_from_url(raw.final_url)
+        if raw.content_type in PDF_TYPES:
+            from rag_core.ingest.loaders import load_bytes  # lazy: added by the loaders module
+
+            return load_bytes(raw.body, "pdf", name=name, url=raw.final_url)
+        if raw.content_type in TEXT_TYPES:
+            text = _decode(raw)
+            data = text.encode("utf-8") if text is not None else raw.body
+            try:
+                from rag_core.ingest.loaders import load_bytes
+            except ImportError:
+                load_bytes = None  # type: ignore[assignment]
+            if load_bytes is not None:
+                return load_bytes(data, "txt", name=name, url=raw.final_url)
+            body = data.decode("utf-8", errors="replace").strip()
+            if not body:
+                raise LoaderError("The text page is empty.", details={"url": raw.final_url})
+            return LoadedDocument(text=body, title=name, file_type="txt")
+    except LoaderError as exc:
+        details = exc.details if isinstance(exc.details, dict) else {}
+        raise LoaderError(exc.message, details={**details, "url": raw.final_url, "reason": "extract"}) from None
+    except ImportError as exc:
+        raise LoaderError(f"No loader for {raw.content_type} ({exc})",
+                          details={"url": raw.final_url, "reason": "extract"}) from None
+    except Exception as exc:  # noqa: BLE001 - third-party extractors raise anything
+        raise LoaderError(f"Could not extract text: {type(exc).__name__}: {exc}",
+                          details={"url": raw.final_url, "reason": "extract"}) from None
+    raise LoaderError(f"Unsupported content type {raw.content_type!r}",
+                      details={"url": raw.final_url, "reason": "extract"})
+
+
+def _parse_links(raw: _Raw) -> tuple[list[str], str | None]:
+    """href values of <a> elements in document order, and the <base href> if any."""
+    import lxml.html
+
+    text = _decode(raw)
+    # bytes to lxml (a str with an XML encoding declaration is rejected); declared charset wins
+    source = text.encode("utf-8") if text is not None else raw.body
+    if not source.strip():
+        return [], None
+    parser = lxml.html.HTMLParser(encoding="utf-8") if text is not None else None
+    try:
+        tree = lxml.html.fromstring(source, parser=parser)
+    except Exception:  # noqa: BLE001 - lxml raises ParserError on empty/odd documents
+        return [], None
+    base = None
+    for element in tree.iter("base"):
+        if element.get("href"):
+            base = element.get("href")
+            break
+    hrefs = [a.get("href") or "" for a in tree.iter("a") if a.get("href") is not None]
+    return hrefs, base
+
+
+def _lookup_validators(validators: dict[str, tuple[str | None, str | None]], url: str,
+                       policy: UrlPolicy) -> tuple[str | None, str | None]:
+    if url in validators:
+        return validators[url]
+    try:
+        normalized = policy.check(url)
+    except CrawlRefused:
+        return None, None
+    return validators.get(normalized, (None, None))
+
+
+def run(coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
+    """Run a crawler coroutine from synchronous code (a CLI, Streamlit, a notebook).
+
+    ``asyncio.run`` when no event loop is running in this thread; otherwise the coroutine runs
+    on a fresh loop in a worker thread and this call blocks until it finishes.
+    """
+    async def _await() -> T:
+        return await coro
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawler-run") as pool:
+        return pool.submit(asyncio.run, _await()).result()
+
+
+__all__ = [
+    "CrawledPage", "PageError", "UrlPolicy", "WebCrawler", "error_reason", "is_blocked_address",
+    "normalize_host", "run",
+]

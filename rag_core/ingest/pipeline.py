@@ -1,0 +1,301 @@
+"""The ingestion pipeline: skip unchanged sources, load, chunk, embed in batches, write per document."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from rag_core.db.database import Database
+from rag_core.errors import LoaderError, RagError
+from rag_core.ingest import store
+from rag_core.ingest.chunking import chunk_text
+from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file
+from rag_core.settings import RagSettings
+from rag_core.textproc import detect_language, embedding_input, fts_text
+
+# Folders never worth indexing when walking a tree.
+SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache",
+             ".pytest_cache", ".ipynb_checkpoints", ".tox", "site-packages"}
+# Bumped when loaders or chunking change in a way that should re-chunk unchanged files.
+PIPELINE_VERSION = "1"
+
+
+@dataclass
+class SourceItem:
+    """One source waiting to be ingested; `load` is called only when the content changed."""
+
+    source: str
+    site_id: str
+    content_hash: str
+    file_size: int
+    category: str
+    load: Callable[[], LoadedDocument]
+    doc_date: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SourceOutcome:
+    source: str
+    status: str  # indexed | updated | unchanged | skipped | failed
+    chunks: int = 0
+    reason: str | None = None
+    document_id: int | None = None
+    site_id: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """Summary of one ingestion run."""
+
+    outcomes: list[SourceOutcome] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def chunks(self) -> int:
+        return sum(o.chunks for o in self.outcomes if o.status in ("indexed", "updated"))
+
+    @property
+    def failures(self) -> list[SourceOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "indexed": self.count("indexed"), "updated": self.count("updated"),
+            "unchanged": self.count("unchanged"), "skipped": self.count("skipped"),
+            "failed": self.count("failed"), "chunks": self.chunks,
+            "duration_s": round(self.duration_s, 3),
+            "errors": [{"source": o.source, "reason": o.reason} for o in self.failures],
+            "skipped_sources": [{"source": o.source, "reason": o.reason} for o in self.outcomes if o.status == "skipped"],
+            "documents": [asdict(o) for o in self.outcomes if o.status in ("indexed", "updated")],
+        }
+
+
+@dataclass
+class Progress:
+    """What a progress bar needs: files done of total, chunks stored, the current source."""
+
+    files_done: int
+    files_total: int
+    chunks_done: int
+    current: str = ""
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def category_for(source: str) -> str:
+    """Category derived from the path (seed 004): docs, documents, readme, web, or other."""
+    if source.startswith(("http://", "https://")):
+        return "web"
+    parts = [p.lower() for p in Path(source).parts]
+    if parts and parts[-1].startswith("readme"):
+        return "readme"
+    if "docs" in parts[:-1] or "doc" in parts[:-1]:
+        return "docs"
+    if "documents" in parts[:-1]:
+        return "documents"
+    return "other"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _matches(rel: str, name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
+                   ) -> tuple[list[Path], list[SourceOutcome]]:
+    """Files under the given paths (recursive), filtered by glob patterns; problems as outcomes."""
+    found: list[Path] = []
+    problems: list[SourceOutcome] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        root = Path(raw).expanduser()
+        if not root.exists():
+            problems.append(SourceOutcome(str(raw), "failed", reason="path does not exist"))
+            continue
+        root = root.resolve()
+        if root.is_file():
+            candidates = [(root, root.name)]
+        else:
+            candidates = []
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+                for name in sorted(filenames):
+                    if name.startswith("."):
+                        continue
+                    full = Path(dirpath) / name
+                    candidates.append((full, full.relative_to(root).as_posix()))
+        for full, rel in candidates:
+            if include and not _matches(rel, full.name, include):
+                continue
+            if exclude and _matches(rel, full.name, exclude):
+                continue
+            if full in seen:
+                continue
+            seen.add(full)
+            if full.suffix.lower() not in SUPPORTED_TYPES:
+                status = "failed" if root.is_file() else "skipped"
+                problems.append(SourceOutcome(
+                    str(full), status,
+                    reason=f"unsupported file type '{full.suffix or full.name}'; supported: {', '.join(sorted(SUPPORTED_TYPES))}",
+                ))
+                continue
+            found.append(full)
+    return found, problems
+
+
+def file_item(path: Path, site_id: str, max_bytes: int) -> SourceItem:
+    """A SourceItem for a file; its hash is the hash of its bytes."""
+    stat = path.stat()
+    if stat.st_size > max_bytes:
+        raise LoaderError(f"file is {stat.st_size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB (RAG_MAX_FILE_MB)")
+    data = path.read_bytes()
+    source = path.as_posix()
+    return SourceItem(
+        source=source, site_id=site_id, content_hash=sha256(data), file_size=stat.st_size,
+        category=category_for(source),
+        load=lambda: load_bytes(data, SUPPORTED_TYPES[path.suffix.lower()], name=path.name),
+        doc_date=datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc),
+        metadata={"file_name": path.name,
+                  "modified_at": datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc).isoformat(),
+                  "created_at": datetime.fromtimestamp(getattr(stat, "st_birthtime", stat.st_ctime), tz=timezone.utc).isoformat()},
+    )
+
+
+def text_item(source: str, text: str, site_id: str, title: str | None = None, file_type: str = "txt",
+              metadata: dict[str, Any] | None = None, doc_date: datetime | None = None) -> SourceItem:
+    """A SourceItem for text handed over directly (the API, the evaluation corpora)."""
+    data = text.encode("utf-8")
+    doc = LoadedDocument(text=text, title=title or "", file_type=file_type, metadata=dict(metadata or {}))
+    return SourceItem(source=source, site_id=site_id, content_hash=sha256(data + (title or "").encode()),
+                      file_size=len(data), category=category_for(source), load=lambda: doc,
+                      doc_date=doc_date, metadata=dict(metadata or {}))
+
+
+class IngestPipeline:
+    """Turns SourceItems into stored documents and chunks."""
+
+    def __init__(self, db: Database, embedder: BaseEmbedding, settings: RagSettings) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+        self.signature = f"{settings.chunk_size}/{settings.chunk_overlap}/{PIPELINE_VERSION}"
+        # Embed this many chunks at a time; large enough to keep the encoder busy.
+        self.flush_chunks = max(256, settings.embed_batch_size * 4)
+
+    def run(self, items: Iterable[SourceItem], total: int | None = None,
+            progress: ProgressCallback | None = None, preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
+        started = time.perf_counter()
+        report = IngestReport(outcomes=list(preloaded))
+        items = list(items)
+        total = total if total is not None else len(items) + len(preloaded)
+        versions: dict[tuple[str, str], tuple[str, str]] = {}
+        for site in {i.site_id for i in items}:
+            sources = [i.source for i in items if i.site_id == site]
+            for src, ver in store.existing_versions(self.db, site, sources).items():
+                versions[(site, src)] = ver
+        pending: list[tuple[store.DocumentRow, list[str], bool]] = []
+        pending_chunks = 0
+        chunks_done = 0
+
+        def tick(current: str = "") -> None:
+            if progress:
+                progress(Progress(len(report.outcomes), total, chunks_done, current))
+
+        def flush() -> None:
+            nonlocal pending, pending_chunks, chunks_done
+            if not pending:
+                return
+            texts = [t for _, embed_texts, _ in pending for t in embed_texts]
+            try:
+                vectors = self.embedder.get_text_embedding_batch(texts)
+            except Exception as exc:  # a provider failure fails this batch, never the stored data
+                for doc, _, _ in pending:
+                    report.outcomes.append(SourceOutcome(doc.source, "failed", reason=f"embedding failed: {exc}",
+                                                         site_id=doc.site_id))
+                pending, pending_chunks = [], 0
+                tick()
+                return
+            pos = 0
+            for doc, embed_texts, _ in pending:
+                for ch in doc.chunks:
+                    ch.embedding = vectors[pos]
+                    pos += 1
+            for doc, doc_id, inserted, error in store.write_documents(self.db, [d for d, _, _ in pending]):
+                if error:
+                    report.outcomes.append(SourceOutcome(doc.source, "failed", reason=error, site_id=doc.site_id))
+                else:
+                    chunks_done += len(doc.chunks)
+                    report.outcomes.append(SourceOutcome(doc.source, "indexed" if inserted else "updated",
+                                                         len(doc.chunks), document_id=doc_id, site_id=doc.site_id))
+            pending, pending_chunks = [], 0
+            tick()
+
+        for item in items:
+            known = versions.get((item.site_id, item.source))
+            if known == (item.content_hash, self.signature):
+                report.outcomes.append(SourceOutcome(item.source, "unchanged", site_id=item.site_id))
+                tick(item.source)
+                continue
+            try:
+                doc = self._prepare(item)
+            except RagError as exc:
+                report.outcomes.append(SourceOutcome(item.source, "failed", reason=exc.message, site_id=item.site_id))
+                tick(item.source)
+                continue
+            except Exception as exc:  # a loader bug must not stop the other files
+                report.outcomes.append(SourceOutcome(item.source, "failed", reason=f"{type(exc).__name__}: {exc}",
+                                                     site_id=item.site_id))
+                tick(item.source)
+                continue
+            embed_texts = [embedding_input(doc.title, ch.text) for ch in doc.chunks]
+            pending.append((doc, embed_texts, known is None))
+            pending_chunks += len(doc.chunks)
+            if pending_chunks >= self.flush_chunks:
+                flush()
+        flush()
+        report.duration_s = time.perf_counter() - started
+        return report
+
+    def _prepare(self, item: SourceItem) -> store.DocumentRow:
+        loaded = item.load()
+        text = loaded.text
+        if not text.strip():
+            raise LoaderError("the document has no text")
+        pieces = chunk_text(text, self.settings.chunk_size, self.settings.chunk_overlap, pages=loaded.pages or None)
+        if not pieces:
+            raise LoaderError("the document has no text")
+        title = (loaded.title or Path(item.source.rstrip("/")).name or item.source).strip()
+        doc_language = loaded.language if loaded.language in ("ru", "en", "ja") else detect_language(text)
+        chunks = []
+        for piece in pieces:
+            lang = detect_language(piece.text)
+            if lang == "other":
+                lang = doc_language
+            fts_source = fts_text(f"{title}\n{piece.text}" if title else piece.text, lang)
+            chunks.append(store.ChunkRow(
+                chunk_index=piece.index, text=piece.text, start_char=piece.start_char, end_char=piece.end_char,
+                token_count=piece.token_count, page_number=piece.page_number, language=lang,
+                fts_source=fts_source, embedding=[],
+            ))
+        metadata = {**item.metadata, **loaded.metadata, "chunking": self.signature}
+        return store.DocumentRow(
+            site_id=item.site_id, source=item.source, title=title, file_type=loaded.file_type,
+            file_size=item.file_size, category=item.category, language=doc_language,
+            content_hash=item.content_hash, content=text, doc_date=item.doc_date, metadata=metadata, chunks=chunks,
+        )

@@ -1,0 +1,293 @@
+"""SQL that writes and reads documents and chunks: batched, one savepoint per document."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+import psycopg
+
+from rag_core.db.database import Database
+from rag_core.errors import EmbedderMismatch
+from rag_core.textproc import FTS_CONFIG
+
+
+@dataclass
+class ChunkRow:
+    chunk_index: int
+    text: str
+    start_char: int
+    end_char: int
+    token_count: int
+    page_number: int | None
+    language: str
+    fts_source: str
+    embedding: Sequence[float] | np.ndarray
+
+
+@dataclass
+class DocumentRow:
+    site_id: str
+    source: str
+    title: str
+    file_type: str
+    file_size: int
+    category: str
+    language: str
+    content_hash: str
+    content: str
+    doc_date: datetime | None
+    metadata: dict[str, Any]
+    chunks: list[ChunkRow] = field(default_factory=list)
+
+
+def read_store_info(db: Database) -> tuple[str, int] | None:
+    """(embedder, dimension) recorded for the store, or None before the first use."""
+    with db.connection() as conn:
+        row = conn.execute("SELECT embedder, embedding_dim FROM store_info WHERE id = 1").fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def check_store_identity(db: Database, embedder: str, dim: int) -> None:
+    """Record the embedder on first use; refuse to mix vector spaces afterwards."""
+    with db.connection() as conn:
+        row = conn.execute("SELECT embedder, embedding_dim FROM store_info WHERE id = 1").fetchone()
+        if row is None:
+            column_dim = conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+            ).fetchone()[0]
+            if column_dim != dim:
+                # The schema was created for another dimension before any embedder was recorded.
+                _retype_embedding_column(conn, dim)
+            conn.execute(
+                "INSERT INTO store_info (id, embedder, embedding_dim) VALUES (1, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (embedder, dim),
+            )
+            row = conn.execute("SELECT embedder, embedding_dim FROM store_info WHERE id = 1").fetchone()
+    if (row[0], row[1]) != (embedder, dim):
+        raise EmbedderMismatch(
+            f"This store was built with the embedder '{row[0]}' ({row[1]} dimensions) but RAG_EMBEDDER "
+            f"is '{embedder}' ({dim} dimensions). Either set RAG_EMBEDDER back to '{row[0]}', or run "
+            "`rag reindex` to re-embed every chunk with the new embedder.",
+            details={"store_embedder": row[0], "store_dim": row[1], "configured_embedder": embedder, "configured_dim": dim},
+        )
+
+
+def _retype_embedding_column(conn: psycopg.Connection, dim: int) -> None:
+    conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw_idx")
+    conn.execute("UPDATE chunks SET embedding = NULL")
+    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
+    conn.execute("CREATE INDEX chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)")
+
+
+def existing_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """source -> (content_hash, chunking signature) for the sources already stored."""
+    if not sources:
+        return {}
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT source, content_hash, coalesce(metadata->>'chunking', '') FROM documents "
+            "WHERE site_id = %s AND source = ANY(%s)",
+            (site_id, list(sources)),
+        ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+_UPSERT = """
+INSERT INTO documents (site_id, source, title, file_type, file_size, category, language,
+                       content_hash, content, doc_date, chunk_count, metadata, indexed_at, updated_at)
+VALUES (%(site_id)s, %(source)s, %(title)s, %(file_type)s, %(file_size)s, %(category)s, %(language)s,
+        %(content_hash)s, %(content)s, %(doc_date)s, %(chunk_count)s, %(metadata)s, now(), now())
+ON CONFLICT (site_id, source) DO UPDATE SET
+    title = EXCLUDED.title, file_type = EXCLUDED.file_type, file_size = EXCLUDED.file_size,
+    category = EXCLUDED.category, language = EXCLUDED.language, content_hash = EXCLUDED.content_hash,
+    content = EXCLUDED.content, doc_date = EXCLUDED.doc_date, chunk_count = EXCLUDED.chunk_count,
+    metadata = EXCLUDED.metadata, indexed_at = now(), updated_at = now()
+RETURNING id, (xmax = 0) AS inserted
+"""
+
+
+def _lock_source(conn: psycopg.Connection, site_id: str, source: str) -> None:
+    # Two processes replacing the same source wait for each other instead of interleaving.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"{site_id}\x1f{source}",))
+
+
+def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, bool]:
+    _lock_source(conn, doc.site_id, doc.source)
+    params = {
+        "site_id": doc.site_id, "source": doc.source, "title": doc.title, "file_type": doc.file_type,
+        "file_size": doc.file_size, "category": doc.category, "language": doc.language,
+        "content_hash": doc.content_hash, "content": doc.content, "doc_date": doc.doc_date,
+        "chunk_count": len(doc.chunks), "metadata": json.dumps(doc.metadata, default=str),
+    }
+    doc_id, inserted = conn.execute(_UPSERT, params).fetchone()
+    if not inserted:
+        conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
+    return doc_id, inserted
+
+
+def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]]) -> None:
+    """COPY chunks into a staging table, then compute their tsvectors in one INSERT ... SELECT."""
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS chunk_stage ("
+        " document_id bigint, site_id text, chunk_index int, text text, start_char int, end_char int,"
+        " token_count int, page_number int, language text, fts_config text, fts_source text, embedding vector"
+        ") ON COMMIT DELETE ROWS"
+    )
+    with conn.cursor().copy(
+        "COPY chunk_stage (document_id, site_id, chunk_index, text, start_char, end_char, token_count,"
+        " page_number, language, fts_config, fts_source, embedding) FROM STDIN (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["int8", "text", "int4", "text", "int4", "int4", "int4", "int4", "text", "text", "text", "vector"])
+        for doc_id, doc in items:
+            for ch in doc.chunks:
+                copy.write_row((doc_id, doc.site_id, ch.chunk_index, ch.text, ch.start_char, ch.end_char,
+                                ch.token_count, ch.page_number, ch.language,
+                                FTS_CONFIG.get(ch.language, "simple"), ch.fts_source,
+                                np.asarray(ch.embedding, dtype=np.float32)))
+    conn.execute(
+        "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, token_count,"
+        " page_number, language, fts, embedding)"
+        " SELECT document_id, site_id, chunk_index, text, start_char, end_char, token_count, page_number,"
+        " language, to_tsvector(fts_config::regconfig, fts_source), embedding FROM chunk_stage"
+    )
+    conn.execute("DELETE FROM chunk_stage")
+
+
+def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, bool, str | None]]:
+    """Replace each document and its chunks; returns (doc, id, inserted, error) per document.
+
+    Fast path: the whole batch in one transaction. If it fails, each document is retried in its
+    own transaction so one bad document cannot take the others down, and a failed document keeps
+    its previous version whole.
+    """
+    if not docs:
+        return []
+    try:
+        with db.connection() as conn:
+            with conn.transaction():
+                written = [(doc, *_write_one(conn, doc)) for doc in docs]
+                _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, _ in written])
+        return [(doc, doc_id, inserted, None) for doc, doc_id, inserted in written]
+    except psycopg.Error:
+        pass
+    results: list[tuple[DocumentRow, int | None, bool, str | None]] = []
+    for doc in docs:
+        try:
+            with db.connection() as conn:
+                with conn.transaction():
+                    doc_id, inserted = _write_one(conn, doc)
+                    _copy_chunks(conn, [(doc_id, doc)])
+            results.append((doc, doc_id, inserted, None))
+        except psycopg.Error as exc:
+            results.append((doc, None, False, f"database rejected the document: {str(exc).splitlines()[0]}"))
+    return results
+
+
+def delete_source(db: Database, source: str, site_id: str | None = None) -> tuple[int, int]:
+    """Delete a source (in one site or all); returns (documents, chunks) deleted."""
+    with db.connection() as conn:
+        rows = conn.execute(
+            "DELETE FROM documents WHERE source = %s AND (%s::text IS NULL OR site_id = %s) RETURNING chunk_count",
+            (source, site_id, site_id),
+        ).fetchall()
+    return len(rows), sum(r[0] for r in rows)
+
+
+# Evaluation sets live in sites with this prefix; they never appear in a user's own views.
+EVAL_SITE_PREFIX = "eval:"
+_SITE_FILTER = "((%(site)s::text IS NULL AND site_id NOT LIKE 'eval:%%') OR site_id = %(site)s)"
+
+
+def store_status(db: Database, site_id: str | None = None) -> dict[str, Any]:
+    """Counts of documents, chunks, sources, per type and per site, plus the database size."""
+    where = f"WHERE {_SITE_FILTER}"
+    args = {"site": site_id}
+    with db.connection() as conn:
+        docs, chunks, sources, last = conn.execute(
+            f"SELECT count(*), coalesce(sum(chunk_count), 0), count(DISTINCT source), max(indexed_at) FROM documents {where}",
+            args,
+        ).fetchone()
+        by_type = dict(conn.execute(
+            f"SELECT file_type, count(*) FROM documents {where} GROUP BY 1 ORDER BY 2 DESC", args).fetchall())
+        by_site = dict(conn.execute(
+            f"SELECT site_id, count(*) FROM documents {where} GROUP BY 1 ORDER BY 1", args).fetchall())
+        web = conn.execute(
+            f"SELECT count(*) FROM documents {where} AND (source LIKE 'http://%%' OR source LIKE 'https://%%')", args
+        ).fetchone()[0]
+        size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        info = conn.execute("SELECT embedder, embedding_dim FROM store_info WHERE id = 1").fetchone()
+        unembedded = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
+        has_index = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'chunks' AND indexname = 'chunks_embedding_hnsw_idx'"
+        ).fetchone()[0]
+    return {
+        "documents": docs, "chunks": int(chunks), "sources": sources, "web_sources": web,
+        "by_type": by_type, "by_site": by_site, "last_indexed_at": last.isoformat() if last else None,
+        "embedder": info[0] if info else None, "dimension": info[1] if info else None,
+        "database_bytes": size, "vector_index": bool(has_index), "chunks_without_embedding": unembedded,
+    }
+
+
+def list_documents(db: Database, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    """Documents, newest first, one page at a time."""
+    with db.connection() as conn:
+        cur = conn.execute(
+            "SELECT id, site_id, source, title, file_type, file_size, category, language, chunk_count,"
+            " created_at, updated_at, indexed_at, doc_date FROM documents"
+            f" WHERE {_SITE_FILTER} ORDER BY indexed_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s",
+            {"site": site_id, "limit": limit, "offset": offset},
+        )
+        names = [c.name for c in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def begin_reindex(db: Database, embedder: str, dim: int) -> None:
+    """Switch the store to a new embedder: clear vectors (and retype them if the dimension changed)."""
+    with db.connection() as conn:
+        row = conn.execute("SELECT embedder, embedding_dim FROM store_info WHERE id = 1").fetchone()
+        if row and row[0] == embedder and row[1] == dim:
+            return  # resuming an interrupted reindex, or nothing to switch
+        conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw_idx")
+        conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL")
+        conn.execute(
+            "INSERT INTO store_info (id, embedder, embedding_dim) VALUES (1, %s, %s) ON CONFLICT (id) DO UPDATE"
+            " SET embedder = EXCLUDED.embedder, embedding_dim = EXCLUDED.embedding_dim, updated_at = now()",
+            (embedder, dim),
+        )
+
+
+def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any = None) -> int:
+    """Embed every chunk whose vector is NULL, one committed batch at a time."""
+    from rag_core.textproc import embedding_input
+
+    with db.connection() as conn:
+        total = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
+    done = 0
+    while True:
+        with db.connection() as conn:
+            rows = conn.execute(
+                "SELECT c.id, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE c.embedding IS NULL ORDER BY c.id LIMIT %s", (batch,),
+            ).fetchall()
+            if not rows:
+                return done
+            vectors = embedder.get_text_embedding_batch([embedding_input(t, x) for _, t, x in rows])
+            with conn.cursor() as cur:
+                cur.executemany("UPDATE chunks SET embedding = %s WHERE id = %s",
+                                [(np.asarray(v, dtype=np.float32), r[0]) for v, r in zip(vectors, rows)])
+        done += len(rows)
+        if progress:
+            from rag_core.ingest.pipeline import Progress
+
+            progress(Progress(done, total, done))
+
+
+def finish_reindex(db: Database) -> None:
+    """Rebuild the vector index once all vectors are in (cheaper than maintaining it row by row)."""
+    with db.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)")

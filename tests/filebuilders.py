@@ -1,0 +1,81 @@
+"""Real files of every supported type, built in tests (shared by loader and pipeline tests)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+PAGE_SENTENCES = [
+    "Page one explains how apple orchards are irrigated in spring.",
+    "Page two describes the blue submarine engine and its cooling loop.",
+    "Третья страница рассказывает о русской зиме и глубоком снеге.",
+]
+
+
+def make_pdf(sentences: list[str], title: str | None = None, author: str | None = None) -> bytes:
+    """A real PDF with one sentence per page, written with fpdf2 (DejaVu for Cyrillic when present)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    if DEJAVU.exists():
+        pdf.add_font("DejaVu", "", str(DEJAVU))
+        pdf.set_font("DejaVu", size=12)
+    else:
+        pdf.set_font("Helvetica", size=12)
+    if title:
+        pdf.set_title(title)
+    if author:
+        pdf.set_author(author)
+    for sentence in sentences:
+        pdf.add_page()
+        if sentence:
+            pdf.multi_cell(0, 10, sentence)
+    return bytes(pdf.output())
+
+
+def pdf_sentences() -> list[str]:
+    """Three pages with a Russian one when a Cyrillic font is available, else two English pages."""
+    return PAGE_SENTENCES if DEJAVU.exists() else PAGE_SENTENCES[:2]
+
+
+def make_docx(path: Path, core_title: str = "") -> Path:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = core_title
+    document.core_properties.author = "Grace Writer"
+    document.add_paragraph("Intro paragraph before the heading.")
+    document.add_heading("Project Charter", level=1)
+    document.add_paragraph("The project builds a retrieval workbench.")
+    table = document.add_table(rows=3, cols=2)
+    for r, (a, b) in enumerate([("Name", "Role"), ("Alice", "Engineer"), ("Bob", "Designer")]):
+        table.cell(r, 0).text = a
+        table.cell(r, 1).text = b
+    document.add_paragraph("")
+    document.add_paragraph("Closing words after the table.")
+    document.save(str(path))
+    return path
+
+
+def make_xlsx(path: Path, title: str | None = None) -> Path:
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Staff"
+    ws.append([])  # leading empty row: headers are the first non-empty row
+    ws.append(["Name", "Age", "Joined", None])
+    ws.append(["Alice", 34, dt.datetime(2021, 3, 1), None])
+    ws.append([None, None, None, None])  # skipped
+    ws.append(["Bob", 41.5, None, "note without header"])
+    prices = wb.create_sheet("Prices")
+    prices.append(["Item", "Price"])
+    prices.append(["Tea", 3.0])
+    prices.append(["Cake", "=1+1"])  # a formula without a cached value reads as empty
+    wb.create_sheet("Empty")
+    if title:
+        wb.properties.title = title
+    wb.save(str(path))
+    return path
