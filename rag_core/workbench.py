@@ -1,0 +1,212 @@
+"""The Workbench facade: the one object every front-end (app, API, MCP, CLI, notebooks) talks to."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from rag_core.db.database import (
+    Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
+)
+from rag_core.errors import EmbedderMismatch, InvalidInput
+from rag_core.ingest import store
+from rag_core.ingest.loaders import SUPPORTED_TYPES
+from rag_core.ingest.pipeline import (
+    IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
+    sha256, text_item, category_for,
+)
+from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
+from rag_core.settings import RagSettings, load_settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SITE = "default"
+
+
+class Workbench:
+    """Ingestion, search, chat and evaluation over one PostgreSQL store."""
+
+    def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool) -> None:
+        self.settings = settings
+        self.db = db
+        self.database_url = database_url
+        self.embedded = embedded
+        self.embedder_name = embedder_identity(settings)
+        self._embedder: BaseEmbedding | None = None
+        self._embedder_lock = threading.Lock()
+        self._store_checked = False
+
+    # ----- models -----
+    @property
+    def embedder(self) -> BaseEmbedding:
+        """The configured embedder, loaded on first use."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder = build_embedder(self.settings)
+            return self._embedder
+
+    def _require_compatible_store(self) -> None:
+        """Record the embedder on first use, or refuse a store built with another one."""
+        if self._store_checked:
+            return
+        info = store.read_store_info(self.db)
+        if info and info[0] == self.embedder_name:
+            self._store_checked = True
+            return
+        dim = embedding_dimension(self.embedder)
+        store.check_store_identity(self.db, self.embedder_name, dim)
+        self._store_checked = True
+
+    def embedder_mismatch(self) -> str | None:
+        """The mismatch message when the store was built with another embedder, else None."""
+        info = store.read_store_info(self.db)
+        if info is None or info[0] == self.embedder_name:
+            return None
+        return (f"This store was built with '{info[0]}' ({info[1]} dimensions) but RAG_EMBEDDER is "
+                f"'{self.embedder_name}'; run `rag reindex` or set RAG_EMBEDDER back to '{info[0]}'.")
+
+    # ----- ingestion -----
+    def ingest_paths(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
+                     site_id: str = DEFAULT_SITE, progress: ProgressCallback | None = None) -> IngestReport:
+        """Ingest files and folders (recursively); unchanged files are skipped without embedding."""
+        self._require_compatible_store()
+        files, problems = discover_files(paths, include, exclude)
+        max_bytes = int(self.settings.max_file_mb * 1_000_000)
+        items: list[SourceItem] = []
+        for path in files:
+            try:
+                items.append(file_item(path, site_id, max_bytes))
+            except (OSError, InvalidInput) as exc:
+                problems.append(SourceOutcome(path.as_posix(), "failed", reason=str(exc), site_id=site_id))
+            except Exception as exc:  # LoaderError for oversized files
+                problems.append(SourceOutcome(path.as_posix(), "failed", reason=getattr(exc, "message", str(exc)),
+                                              site_id=site_id))
+        return self._run(items, progress, preloaded=problems)
+
+    def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
+                    file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
+        """Ingest raw text under a source name; the same source again replaces it."""
+        if not source or not source.strip():
+            raise InvalidInput("source is empty; give a file name or URL that identifies the text.")
+        if not text or not text.strip():
+            raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
+        report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
+        return report.outcomes[0]
+
+    def ingest_texts(self, records: Sequence[dict[str, Any]], *, site_id: str,
+                     progress: ProgressCallback | None = None) -> IngestReport:
+        """Ingest many texts (dicts with source, text and optional title, metadata) in one run."""
+        self._require_compatible_store()
+        items = [text_item(r["source"], r["text"], site_id, r.get("title"), r.get("file_type", "txt"),
+                           r.get("metadata")) for r in records if r.get("text", "").strip()]
+        return self._run(items, progress)
+
+    def ingest_bytes(self, name: str, data: bytes, *, site_id: str = DEFAULT_SITE, source: str | None = None) -> SourceOutcome:
+        """Ingest an uploaded file's bytes; its type comes from the name's suffix."""
+        from rag_core.ingest.loaders import load_bytes
+
+        suffix = Path(name).suffix.lower()
+        if suffix not in SUPPORTED_TYPES:
+            return SourceOutcome(source or name, "failed", site_id=site_id,
+                                 reason=f"unsupported file type '{suffix or name}'; supported: {', '.join(sorted(SUPPORTED_TYPES))}")
+        src = source or name
+        item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
+                          category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
+                          metadata={"file_name": name, "uploaded": True})
+        return self._run([item], None).outcomes[0]
+
+    def _run(self, items: list[SourceItem], progress: ProgressCallback | None,
+             preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
+        self._require_compatible_store()
+        pipeline = IngestPipeline(self.db, self.embedder, self.settings)
+        report = pipeline.run(items, progress=progress, preloaded=preloaded)
+        self._after_write()
+        return report
+
+    def _after_write(self) -> None:
+        """Hook for caches that depend on the store's content (the search cache clears here)."""
+
+    def delete_source(self, source: str, site_id: str | None = None) -> dict[str, int]:
+        """Delete a source (path or URL) with its chunks; a relative path is resolved like `rag ingest` does."""
+        if not source or not source.strip():
+            raise InvalidInput("source is empty; give the path or URL shown by `rag status` or the sources table.")
+        candidates = [source.strip()]
+        if not source.startswith(("http://", "https://")):
+            resolved = Path(source).expanduser().resolve().as_posix()
+            if resolved not in candidates:
+                candidates.append(resolved)
+        docs = chunks = 0
+        for cand in candidates:
+            d, c = store.delete_source(self.db, cand, site_id)
+            docs, chunks = docs + d, chunks + c
+            if d:
+                break
+        self._after_write()
+        return {"documents": docs, "chunks": chunks}
+
+    # ----- status -----
+    def status(self, site_id: str | None = None) -> dict[str, Any]:
+        """Documents, chunks, sources, embedder, dimension and database size."""
+        result = store.store_status(self.db, site_id)
+        result["configured_embedder"] = self.embedder_name
+        result["embedder_mismatch"] = self.embedder_mismatch()
+        result["database"] = "embedded" if self.embedded else describe_url(self.database_url)
+        if self.embedded:
+            result["data_dir"] = str(self.settings.data_dir)
+        return result
+
+    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """Stored documents, newest first."""
+        return store.list_documents(self.db, site_id, limit, offset)
+
+    # ----- maintenance -----
+    def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> dict[str, Any]:
+        """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
+        dim = embedding_dimension(self.embedder)
+        store.begin_reindex(self.db, self.embedder_name, dim)
+        done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
+        store.finish_reindex(self.db)
+        self._store_checked = True
+        self._after_write()
+        return {"embedder": self.embedder_name, "dimension": dim, "chunks": done}
+
+    def close(self) -> None:
+        """Release the connection pool (the embedded server stops when the last process exits)."""
+        self.db.close()
+
+    def __enter__(self) -> "Workbench":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_database(settings: RagSettings) -> tuple[str, bool]:
+    """(database URL, embedded?) — DATABASE_URL when set, else the embedded server's 'rag' database."""
+    if settings.database_url:
+        return settings.database_url, False
+    from rag_core.db.server import embedded_server_uri
+
+    uri = with_database(embedded_server_uri(settings.data_dir), "rag")
+    return uri, True
+
+
+def upgrade_database(settings: RagSettings) -> tuple[str, str, bool]:
+    """Create the database when needed and apply every migration; returns (url, revision, embedded)."""
+    url, embedded = resolve_database(settings)
+    if embedded:
+        create_database_if_missing(url)
+    revision = upgrade_schema(url, lambda: embedding_dimension(build_embedder(settings)))
+    return url, revision, embedded
+
+
+def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Workbench:
+    """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set."""
+    settings = settings or load_settings(**overrides)
+    url, _, embedded = upgrade_database(settings)
+    db = Database(url, pool_size=settings.db_pool_size)
+    return Workbench(settings, db, url, embedded)

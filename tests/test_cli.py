@@ -1,0 +1,67 @@
+"""The `rag` CLI drives the Workbench: ingest, status, delete, and clean errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rag_core.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no developer .env is read
+
+
+def test_ingest_status_delete_roundtrip(cli_env, site, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nAlpha text about retrieval.", encoding="utf-8")
+    (folder / "b.txt").write_text("Beta text about fusion.", encoding="utf-8")
+    (folder / "c.pdf").write_bytes(b"not a pdf")
+
+    result = runner.invoke(app, ["ingest", str(folder), "--site", site, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["indexed"], summary["failed"], summary["chunks"]) == (2, 1, 2)
+    assert summary["errors"][0]["source"].endswith("c.pdf")
+
+    again = json.loads(runner.invoke(app, ["ingest", str(folder), "--site", site, "--json"]).stdout)
+    assert again["unchanged"] == 2 and again["indexed"] == 0
+
+    status = json.loads(runner.invoke(app, ["status", "--site", site, "--json"]).stdout)
+    assert (status["documents"], status["chunks"], status["embedder"], status["dimension"]) == (2, 2, "use-multilingual", 512)
+
+    text = runner.invoke(app, ["status", "--site", site])
+    assert "documents" in text.stdout and "use-multilingual" in text.stdout
+
+    deleted = runner.invoke(app, ["delete", str(folder / "a.md"), "--site", site])
+    assert deleted.exit_code == 0 and "1 chunks" in deleted.stdout
+    missing = runner.invoke(app, ["delete", str(folder / "a.md"), "--site", site])
+    assert missing.exit_code == 1
+
+
+def test_nothing_ingestable_exits_nonzero_with_reason(cli_env, site, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--site", site])
+    assert result.exit_code == 1
+    assert "path does not exist" in result.stdout
+
+
+def test_bad_setting_is_one_line_not_a_traceback(cli_env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_EMBEDDER", "nonsense")
+    result = runner.invoke(app, ["ingest", "."])
+    assert result.exit_code == 1
+    assert "Unknown embedder 'nonsense'" in result.output and "Traceback" not in result.output
+
+
+def test_db_upgrade_reports_revision(cli_env) -> None:
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 0, result.output
+    assert "revision 0001" in result.stdout
