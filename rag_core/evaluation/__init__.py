@@ -1,0 +1,1 @@
+"""Evaluation: BEIR datasets, retrieval metrics, the runner and benchmarks helpers."""
