@@ -19,6 +19,8 @@ from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
 )
+from rag_core.search.retrieval import retrieve_chunks
+from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
 from rag_core.settings import RagSettings, load_settings
 
@@ -119,6 +121,29 @@ class Workbench:
                           metadata={"file_name": name, "uploaded": True})
         return self._run([item], None).outcomes[0]
 
+    # ----- web -----
+    def ingest_url(self, url: str, site_id: str = DEFAULT_SITE,
+                   progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
+        """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
+        from rag_core.ingest import web
+
+        self._require_compatible_store()
+        report = web.ingest_url(self.db, lambda: self.embedder, self.settings, url, site_id=site_id,
+                                progress=progress)
+        self._after_write()
+        return report
+
+    def ingest_index(self, index_url: str, pattern: str = "", site_id: str = DEFAULT_SITE,
+                     progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
+        """Ingest the pages linked from an index page (depth 1) whose URL matches the regex `pattern`."""
+        from rag_core.ingest import web
+
+        self._require_compatible_store()
+        report = web.ingest_index(self.db, lambda: self.embedder, self.settings, index_url, pattern,
+                                  site_id=site_id, progress=progress)
+        self._after_write()
+        return report
+
     def _run(self, items: list[SourceItem], progress: ProgressCallback | None,
              preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
         self._require_compatible_store()
@@ -147,6 +172,12 @@ class Workbench:
                 break
         self._after_write()
         return {"documents": docs, "chunks": chunks}
+
+    # ----- retrieval -----
+    def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
+        """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
+        self._require_compatible_store()
+        return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id)
 
     # ----- status -----
     def status(self, site_id: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Search: validation, hybrid retrieval, facets, highlights."""
