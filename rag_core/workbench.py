@@ -160,7 +160,9 @@ class Workbench:
         if not source or not source.strip():
             raise InvalidInput("source is empty; give the path or URL shown by `rag status` or the sources table.")
         candidates = [source.strip()]
-        if not source.startswith(("http://", "https://")):
+        if source.strip().lower().startswith(("http://", "https://")):
+            candidates.append(_canonical_url(source.strip()))
+        else:
             resolved = Path(source).expanduser().resolve().as_posix()
             if resolved not in candidates:
                 candidates.append(resolved)
@@ -178,6 +180,137 @@ class Workbench:
         """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
         self._require_compatible_store()
         return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id)
+
+    # ----- chat -----
+    @property
+    def llm(self) -> "LLM":  # noqa: F821 - imported lazily
+        """The configured answerer (RAG_LLM), built on first use."""
+        llm = getattr(self, "_llm", None)
+        if llm is None:
+            from rag_core.providers.llms import build_llm
+
+            llm = self._llm = build_llm(self.settings, lambda: self.embedder)
+        return llm
+
+    def chat(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
+             user_id: str | None = None, resource_name: str | None = None,
+             on_token: "Callable[[str], None] | None" = None) -> "ChatTurn":  # noqa: F821
+        """One chat turn with the session's history and the documents; the answer carries its sources.
+
+        Args:
+            resource_name: which of the site's agent instructions is the system prompt (default: the
+                most recently updated active one).
+            on_token: receives the answer piece by piece as the model streams it.
+        """
+        from rag_core.chat.turn import run_turn
+
+        return run_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
+                        resource_name=resource_name, on_token=on_token)
+
+    def chat_history(self, session_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The session's last `limit` messages, oldest first, assistant messages with their citations."""
+        from rag_core.chat import sessions
+
+        if not 1 <= int(limit) <= 1000:
+            raise InvalidInput(f"limit is {limit}; choose between 1 and 1000 messages.")
+        return sessions.history(self.db, session_id, int(limit))
+
+    def chat_append(self, session_id: str, role: str, content: str,
+                    sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Store one message in a session (created on first use); role is user, assistant or system."""
+        from rag_core.chat import sessions
+
+        return sessions.append_message(self.db, session_id, role, content, sources=sources)
+
+    def chat_reset(self, session_id: str) -> dict[str, int]:
+        """Forget a session: delete it and its messages."""
+        from rag_core.chat import sessions
+
+        return sessions.reset(self.db, session_id)
+
+    def list_sessions(self, site_id: str | None = None, user_id: str | None = None,
+                      limit: int = 100) -> list[dict[str, Any]]:
+        """Chat sessions, most recently active first, with message counts."""
+        from rag_core.chat import sessions
+
+        return sessions.list_sessions(self.db, site_id, user_id, limit)
+
+    def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> dict[str, Any]:
+        """Store an external workflow's message (seed 003: role 'user' or 'ai') for one user on one site."""
+        from rag_core.chat import sessions
+
+        mapped = {"user": "user", "ai": "assistant", "assistant": "assistant"}.get((role or "").strip().lower())
+        if mapped is None:
+            raise InvalidInput(f"role '{role}' is not allowed; use 'user' or 'ai'.")
+        if not user_id or not str(user_id).strip() or not site_id or not str(site_id).strip():
+            raise InvalidInput("user_id and site_id are required; give the user and the site of the message.")
+        return sessions.append_message(self.db, sessions.external_session_id(user_id, site_id), mapped, message,
+                                       site_id=site_id, user_id=user_id, title=f"{user_id} on {site_id}")
+
+    def retrieve_context(self, user_id: str, site_id: str, query: str, k: int = 5) -> str:
+        """Seed 003's context string: the site's relevant knowledge and the user's recent messages there."""
+        from rag_core.chat.context import retrieve_context
+
+        return retrieve_context(self, user_id, site_id, query, k=k)
+
+    def create_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> dict[str, Any]:
+        """Create version 1 of an agent instruction for a site and resource."""
+        from rag_core.chat import instructions
+
+        return instructions.save_instruction(self.db, site_id, resource_name, instruction_text, must_exist=False)
+
+    def update_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> dict[str, Any]:
+        """Write the next version of an instruction and make it the active one."""
+        from rag_core.chat import instructions
+
+        return instructions.save_instruction(self.db, site_id, resource_name, instruction_text, must_exist=True)
+
+    def list_instructions(self, site_id: str, resource_name: str | None = None,
+                          all_versions: bool = False) -> list[dict[str, Any]]:
+        """A site's instructions: the latest version of each resource, or every version."""
+        from rag_core.chat import instructions
+
+        return instructions.list_instructions(self.db, site_id, resource_name, all_versions)
+
+    def get_instruction(self, site_id: str, resource_name: str, version: int | None = None) -> dict[str, Any]:
+        """One version of an instruction (the latest by default)."""
+        from rag_core.chat import instructions
+
+        return instructions.get_instruction(self.db, site_id, resource_name, version)
+
+    def get_active_instruction(self, site_id: str, resource_name: str | None = None) -> dict[str, Any] | None:
+        """The instruction chats of the site use as system prompt, or None."""
+        from rag_core.chat import instructions
+
+        return instructions.active_instruction(self.db, site_id, resource_name)
+
+    def activate_instruction(self, site_id: str, resource_name: str, version: int) -> dict[str, Any]:
+        """Make an earlier version of an instruction the active one again."""
+        from rag_core.chat import instructions
+
+        return instructions.activate_instruction(self.db, site_id, resource_name, version)
+
+    def delete_instruction(self, site_id: str, resource_name: str, version: int | None = None) -> int:
+        """Delete every version of an instruction, or one version; returns the rows deleted."""
+        from rag_core.chat import instructions
+
+        return instructions.delete_instruction(self.db, site_id, resource_name, version)
+
+    def purge_chat_history(self, older_than: "timedelta | None" = None, dry_run: bool = False,  # noqa: F821
+                           triggered_by: str = "manual") -> dict[str, Any]:
+        """Delete chat messages older than the policy (RAG_RETENTION_DAYS) and sessions left empty; audited."""
+        from datetime import timedelta
+
+        from rag_core.chat import retention
+
+        older_than = older_than if older_than is not None else timedelta(days=self.settings.retention_days)
+        return retention.purge_chat_history(self.db, older_than, dry_run=dry_run, triggered_by=triggered_by)
+
+    def retention_status(self) -> dict[str, Any]:
+        """Retention policy, message counts, oldest message, age histogram and the last purges."""
+        from rag_core.chat import retention
+
+        return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- status -----
     def status(self, site_id: str | None = None) -> dict[str, Any]:
@@ -214,6 +347,17 @@ class Workbench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _canonical_url(url: str) -> str:
+    """The form the crawler stores URLs in: lower-case scheme and host, no default port, path at least '/'."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    netloc = host + (f":{parts.port}" if parts.port and parts.port != default else "")
+    return f"{parts.scheme.lower()}://{netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query else "")
 
 
 def resolve_database(settings: RagSettings) -> tuple[str, bool]:

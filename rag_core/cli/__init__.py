@@ -128,7 +128,7 @@ def status(
     table = Table(show_header=False, box=None)
     rows = [
         ("documents", info["documents"]), ("chunks", info["chunks"]), ("sources", info["sources"]),
-        ("web sources", info["web_sources"]),
+        ("source URLs", info["web_sources"]),
         ("by type", ", ".join(f"{k}: {v}" for k, v in info["by_type"].items()) or "-"),
         ("sites", ", ".join(f"{k}: {v}" for k, v in info["by_site"].items()) or "-"),
         ("embedder", f"{info['embedder'] or info['configured_embedder']}"
@@ -176,6 +176,9 @@ def main() -> None:
     except RagError as exc:
         console.print(f"[red]Error ({exc.code}):[/red] {exc.message}")
         sys.exit(1)
+
+
+from rag_core.cli import web as _web  # noqa: E402,F401
 
 
 if __name__ == "__main__":

@@ -291,3 +291,26 @@ def finish_reindex(db: Database) -> None:
     with db.connection() as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute("CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)")
+
+
+def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """source -> {content_hash, chunking, etag, last_modified} of stored pages (crawl validators)."""
+    if not sources:
+        return {}
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT source, content_hash, metadata->>'chunking', metadata->>'etag', metadata->>'last_modified'"
+            " FROM documents WHERE site_id = %s AND source = ANY(%s)",
+            (site_id, list(sources)),
+        ).fetchall()
+    return {r[0]: {"content_hash": r[1], "chunking": r[2], "etag": r[3], "last_modified": r[4]} for r in rows}
+
+
+def merge_document_metadata(db: Database, site_id: str, source: str, patch: dict[str, Any]) -> None:
+    """Merge keys into a stored document's metadata without touching its content or chunks."""
+    with db.connection() as conn:
+        conn.execute(
+            "UPDATE documents SET metadata = coalesce(metadata, '{}'::jsonb) || %s::jsonb"
+            " WHERE site_id = %s AND source = %s",
+            (json.dumps(patch, default=str), site_id, source),
+        )

@@ -257,3 +257,8 @@ def test_two_processes_ingesting_at_once(wb, site, pg_url, tmp_path: Path) -> No
         dup = conn.execute("SELECT count(*) FROM (SELECT document_id, chunk_index FROM chunks WHERE site_id = %s"
                            " GROUP BY 1, 2 HAVING count(*) > 1) d", (site,)).fetchone()[0]
     assert docs == 30 and chunks == counted and dup == 0
+
+
+def test_delete_url_written_differently(wb, site) -> None:
+    wb.ingest_text("https://example.com/", "A page stored under its normalised URL.", site_id=site, file_type="html")
+    assert wb.delete_source("HTTPS://Example.COM", site_id=site) == {"documents": 1, "chunks": 1}
