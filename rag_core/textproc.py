@@ -7,7 +7,8 @@ import re
 # Scripts that decide the language of a text: Cyrillic -> Russian, kana/kanji -> Japanese.
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 _KANA = re.compile(r"[\u3040-\u30FF]")
-_CJK = re.compile(r"[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F]")
+_CJK_RANGES = "\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
+_CJK = re.compile(f"[{_CJK_RANGES}]")
 _LATIN = re.compile(r"[A-Za-z]")
 
 # PostgreSQL text-search configuration per detected language. Japanese has none that splits
@@ -33,7 +34,8 @@ def detect_language(text: str, sample: int = 4000) -> str:
 def cjk_bigrams(text: str) -> str:
     """Rewrite runs of CJK characters as space-separated overlapping bigrams; keep other words."""
     out: list[str] = []
-    for run in re.finditer(r"[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F]+|[^\s\u3000-\u303F\uFF00-\uFF0F]+", text):
+    # The second alternative excludes CJK too, so "5月から" splits into "5" and bigrams of "月から".
+    for run in re.finditer(f"[{_CJK_RANGES}]+|[^\\s\u3000-\u303F\uFF00-\uFF0F{_CJK_RANGES}]+", text):
         token = run.group(0)
         if _CJK.match(token):
             if len(token) == 1:
