@@ -13,7 +13,7 @@ from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
 from rag_core.errors import EmbedderMismatch, InvalidInput
-from rag_core.ingest import store
+from rag_core.ingest import store, vector_index
 from rag_core.ingest.loaders import SUPPORTED_TYPES
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
@@ -333,7 +333,7 @@ class Workbench:
         dim = embedding_dimension(self.embedder)
         store.begin_reindex(self.db, self.embedder_name, dim)
         done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
-        store.finish_reindex(self.db)
+        vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()
         return {"embedder": self.embedder_name, "dimension": dim, "chunks": done}
@@ -384,4 +384,5 @@ def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Wor
     settings = settings or load_settings(**overrides)
     url, _, embedded = upgrade_database(settings)
     db = Database(url, pool_size=settings.db_pool_size)
+    vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
     return Workbench(settings, db, url, embedded)

@@ -15,7 +15,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.db.database import Database
 from rag_core.errors import LoaderError, RagError
-from rag_core.ingest import store
+from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file
 from rag_core.settings import RagSettings
@@ -209,6 +209,20 @@ class IngestPipeline:
             sources = [i.source for i in items if i.site_id == site]
             for src, ver in store.existing_versions(self.db, site, sources).items():
                 versions[(site, src)] = ver
+        changed = sum(1 for i in items if versions.get((i.site_id, i.source)) != (i.content_hash, self.signature))
+        rebuild_index = vector_index.should_rebuild(self.db, changed)
+        if rebuild_index:
+            vector_index.drop(self.db)
+        try:
+            self._load_all(items, versions, report, total, progress)
+        finally:
+            if rebuild_index:
+                vector_index.ensure(self.db)
+        report.duration_s = time.perf_counter() - started
+        return report
+
+    def _load_all(self, items: list[SourceItem], versions: dict[tuple[str, str], tuple[str, str]],
+                  report: IngestReport, total: int, progress: ProgressCallback | None) -> None:
         pending: list[tuple[store.DocumentRow, list[str], bool]] = []
         pending_chunks = 0
         chunks_done = 0
@@ -269,8 +283,6 @@ class IngestPipeline:
             if pending_chunks >= self.flush_chunks:
                 flush()
         flush()
-        report.duration_s = time.perf_counter() - started
-        return report
 
     def _prepare(self, item: SourceItem) -> store.DocumentRow:
         loaded = item.load()

@@ -286,12 +286,6 @@ def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any
             progress(Progress(done, total, done))
 
 
-def finish_reindex(db: Database) -> None:
-    """Rebuild the vector index once all vectors are in (cheaper than maintaining it row by row)."""
-    with db.connection() as conn:
-        conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute("CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)")
-
 
 def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
     """source -> {content_hash, chunking, etag, last_modified} of stored pages (crawl validators)."""

@@ -262,3 +262,22 @@ def test_two_processes_ingesting_at_once(wb, site, pg_url, tmp_path: Path) -> No
 def test_delete_url_written_differently(wb, site) -> None:
     wb.ingest_text("https://example.com/", "A page stored under its normalised URL.", site_id=site, file_type="html")
     assert wb.delete_source("HTTPS://Example.COM", site_id=site) == {"documents": 1, "chunks": 1}
+
+
+def test_bulk_load_rebuilds_vector_index_once(wb, site, monkeypatch) -> None:
+    from rag_core.ingest import vector_index
+
+    calls = []
+    monkeypatch.setattr(vector_index, "BULK_MIN_SOURCES", 3)
+    monkeypatch.setattr(vector_index, "chunk_count", lambda db: 0)
+    real_drop = vector_index.drop
+    monkeypatch.setattr(vector_index, "drop", lambda db: (calls.append("drop"), real_drop(db)))
+    report = wb.ingest_texts([{"source": f"api/bulk{i}", "text": f"Bulk document number {i}."} for i in range(4)],
+                             site_id=site)
+    assert report.count("indexed") == 4 and calls == ["drop"]
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.INDEX_NAME,)).fetchone()
+    # a small load keeps the live index
+    monkeypatch.setattr(vector_index, "BULK_MIN_SOURCES", 1000)
+    wb.ingest_text("api/small", "One more.", site_id=site)
+    assert calls == ["drop"]
