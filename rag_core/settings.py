@@ -67,7 +67,9 @@ class RagSettings(BaseSettings):
     llm_timeout_sec: float = Field(default=60.0, gt=0)
     chat_history_messages: int = Field(default=8, ge=0, le=100)
     chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
-    chat_similarity_floor: float = Field(default=0.2, ge=0.0, le=1.0)
+    chat_similarity_floor: float = Field(
+        default=0.3, ge=0.0, le=1.0,
+        description="Chunks less similar to the question stay out of chat answers (measured for use-multilingual).")
     language: Literal["en", "ru", "ja"] = Field(default="en", description="Labels of rendered answers.")
 
     # --- retention ---

@@ -1,0 +1,84 @@
+"""Sources of an answer: built from retrieved chunks, stored as citations, rendered in seed 000's format."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from rag_core.chat.prompts import labels
+from rag_core.search.types import ChunkHit
+
+
+@dataclass
+class Source:
+    """One numbered source of an answer: where the cited passage lives and how close it was."""
+
+    n: int
+    path: str                 # file path or URL
+    title: str
+    similarity: float         # 0..1
+    page: int | None
+    chunk_id: int
+    document_id: int
+    start_char: int
+    end_char: int
+    text: str                 # the cited passage
+    site_id: str = ""
+
+    @classmethod
+    def from_hit(cls, n: int, hit: ChunkHit) -> "Source":
+        return cls(n=n, path=hit.source, title=hit.title or "", similarity=float(hit.similarity),
+                   page=hit.page_number, chunk_id=int(hit.chunk_id), document_id=int(hit.document_id),
+                   start_char=int(hit.start_char), end_char=int(hit.end_char), text=hit.text, site_id=hit.site_id)
+
+    @property
+    def similarity_pct(self) -> float:
+        return round(self.similarity * 100, 1)
+
+    def to_citation(self) -> dict[str, Any]:
+        """The JSON stored in chat_messages.sources: seed 004's shape plus similarity, page and offsets."""
+        return {
+            "n": self.n,
+            "text": self.text,
+            "documentPath": self.path,
+            "documentTitle": self.title,
+            "chunkId": str(self.chunk_id),
+            "documentId": str(self.document_id),
+            "similarity": round(self.similarity, 4),
+            "page": self.page,
+            "startChar": self.start_char,
+            "endChar": self.end_char,
+        }
+
+    @classmethod
+    def from_citation(cls, data: dict[str, Any], n: int | None = None) -> "Source":
+        """A stored citation back as a Source (history views re-render answers from it)."""
+        return cls(n=int(data.get("n") or n or 0), path=data.get("documentPath", ""),
+                   title=data.get("documentTitle", ""), similarity=float(data.get("similarity") or 0.0),
+                   page=data.get("page"), chunk_id=int(data.get("chunkId") or 0),
+                   document_id=int(data.get("documentId") or 0), start_char=int(data.get("startChar") or 0),
+                   end_char=int(data.get("endChar") or 0), text=data.get("text", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["similarity_pct"] = self.similarity_pct
+        return data
+
+
+def source_line(source: Source, language: str = "en") -> str:
+    """`1. [92.1%] path/to/file.md (p. 3)`"""
+    page = f" ({labels(language)['page']} {source.page})" if source.page is not None else ""
+    return f"{source.n}. [{source.similarity_pct:.1f}%] {source.path}{page}"
+
+
+def render_sources(sources: Sequence[Source], language: str = "en") -> str:
+    """The `## Sources` block; it is printed even when empty and then says so."""
+    words = labels(language)
+    body = "\n".join(source_line(s, language) for s in sources) if sources else words["none"]
+    return f"## {words['sources']}\n{body}"
+
+
+def render_turn(sources: Sequence[Source], answer: str, language: str = "en") -> str:
+    """Seed 000's output: `## Sources` then `## Answer`, labels in RAG_LANGUAGE."""
+    words = labels(language)
+    return f"{render_sources(sources, language)}\n\n## {words['answer']}\n{answer.strip()}\n"

@@ -1,0 +1,92 @@
+"""CONTEXT blocks under a byte budget, and seed 003's one-string context for external workflows (n8n)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+from rag_core.chat import sessions
+from rag_core.errors import InvalidInput
+from rag_core.search.types import ChunkHit
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
+
+log = logging.getLogger(__name__)
+
+BLOCK_SEPARATOR = "\n\n"
+CONVERSATION_HEADER = "--- Recent conversation ---"
+
+
+def reference_block(n: int, source: str, text: str) -> str:
+    """Seed 002's block, in English: `--- Reference N ---`, `Source: <path or url>`, the chunk text."""
+    return f"--- Reference {n} ---\nSource: {source}\n{text.strip()}"
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def within_budget(hits: Sequence[ChunkHit], budget_bytes: int) -> list[ChunkHit]:
+    """The hits whose blocks fit the budget (UTF-8 bytes), best first, whole chunks only.
+
+    A chunk that does not fit is left out and the next, smaller one may still enter; a chunk is
+    never cut, so every cited passage is exactly what the store holds.
+    """
+    chosen: list[ChunkHit] = []
+    used = 0
+    for hit in hits:
+        n = len(chosen) + 1
+        cost = _size(reference_block(n, hit.source, hit.text)) + (_size(BLOCK_SEPARATOR) if chosen else 0)
+        if used + cost > budget_bytes:
+            continue
+        chosen.append(hit)
+        used += cost
+    return chosen
+
+
+def format_references(hits: Sequence[ChunkHit]) -> str:
+    """The CONTEXT string: numbered reference blocks, or '' when there are none (seed 002, AC19)."""
+    return BLOCK_SEPARATOR.join(reference_block(n, h.source, h.text) for n, h in enumerate(hits, 1))
+
+
+def relevant_hits(hits: Sequence[ChunkHit], floor: float) -> list[ChunkHit]:
+    """Hits at or above the similarity floor: unrelated chunks stay out of answers."""
+    return [h for h in hits if h.similarity >= floor]
+
+
+def history_limit(configured: int) -> int:
+    """Seed 003 asks for the last 5 to 10 messages; RAG_CHAT_HISTORY_MESSAGES is clamped into that range."""
+    return max(5, min(10, configured))
+
+
+def format_conversation(messages: Sequence[dict], user_label: str = "User", ai_label: str = "AI") -> str:
+    lines = [CONVERSATION_HEADER]
+    for m in messages:
+        who = user_label if m["role"] == "user" else ai_label if m["role"] == "assistant" else "System"
+        lines.append(f"{who}: {m['content'].strip()}")
+    return "\n".join(lines)
+
+
+def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *, k: int = 5) -> str:
+    """The site's relevant knowledge and this user's recent messages there, as one formatted string."""
+    if not site_id or not site_id.strip():
+        raise InvalidInput("site_id is empty; give the site whose knowledge to search.")
+    if not user_id or not user_id.strip():
+        raise InvalidInput("user_id is empty; give the user whose conversation to include.")
+    parts: list[str] = []
+    if query and query.strip():
+        try:
+            hits = wb.retrieve(query.strip(), k=k, site_id=site_id)
+        except Exception:  # seed 002, AC22: a failed search leaves the knowledge part out, the rest goes on
+            log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
+            hits = []
+        chosen = within_budget(relevant_hits(hits, wb.settings.chat_similarity_floor),
+                               wb.settings.chat_context_bytes)
+        if chosen:
+            parts.append(format_references(chosen))
+    recent = sessions.recent_messages(wb.db, user_id=user_id, site_id=site_id,
+                                      limit=history_limit(wb.settings.chat_history_messages))
+    if recent:
+        parts.append(format_conversation(recent))
+    return BLOCK_SEPARATOR.join(parts)

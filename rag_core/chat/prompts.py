@@ -1,0 +1,166 @@
+"""Prompts, labels and the structured request an answerer receives: every chat text lives here."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Labels of rendered answers and the plain statements of the workbench, per RAG_LANGUAGE.
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "sources": "Sources",
+        "answer": "Answer",
+        "none": "No relevant documents found.",
+        "page": "p.",
+        "no_index": "Nothing is indexed yet{where}. Add documents with `rag ingest PATH` (or the Ingestion "
+                    "page of the workbench), then ask again.",
+        "no_context": "No relevant documents were found for this question, so I cannot answer it from your "
+                      "documents.",
+        "no_answer": "The documents found do not seem to answer this question.",
+        "closest": "The closest passage:",
+        "retrieval_failed": "Note: the document search failed, so this answer does not use your documents.",
+        "user": "User",
+        "assistant": "Assistant",
+    },
+    "ru": {
+        "sources": "Источники",
+        "answer": "Ответ",
+        "none": "Релевантные документы не найдены.",
+        "page": "с.",
+        "no_index": "Индекс пуст{where}. Добавьте документы командой `rag ingest PATH` (или на странице "
+                    "Ingestion), затем задайте вопрос снова.",
+        "no_context": "Релевантные документы для этого вопроса не найдены, поэтому ответить по вашим документам "
+                      "нельзя.",
+        "no_answer": "В найденных документах, похоже, нет ответа на этот вопрос.",
+        "closest": "Ближайший фрагмент:",
+        "retrieval_failed": "Внимание: поиск по документам не удался, поэтому ответ дан без ваших документов.",
+        "user": "Пользователь",
+        "assistant": "Ассистент",
+    },
+    "ja": {
+        "sources": "出典",
+        "answer": "回答",
+        "none": "関連する文書は見つかりませんでした。",
+        "page": "p.",
+        "no_index": "まだ何も索引されていません{where}。`rag ingest PATH`（またはワークベンチの Ingestion "
+                    "ページ）で文書を追加してから、もう一度質問してください。",
+        "no_context": "この質問に関連する文書が見つからなかったため、文書に基づいて回答できません。",
+        "no_answer": "見つかった文書には、この質問の答えが含まれていないようです。",
+        "closest": "最も近い箇所：",
+        "retrieval_failed": "注意：文書検索に失敗したため、この回答は文書を参照していません。",
+        "user": "ユーザー",
+        "assistant": "アシスタント",
+    },
+}
+
+DEFAULT_SYSTEM_PROMPT = "You are the assistant of a document workbench. You answer questions about the user's documents."
+
+ANSWER_RULES = (
+    "Answer the user's last question from the CONTEXT below and the conversation so far. Use only facts "
+    "the CONTEXT states; after each fact put the number of its reference in square brackets, like [1]. "
+    "If the CONTEXT does not hold the answer, say so plainly instead of guessing. Answer in the language "
+    "of the question."
+)
+NO_CONTEXT_RULE = (
+    "No reference in the documents matched this question. Say so plainly; answer only from the "
+    "conversation so far, or say that you cannot answer."
+)
+RETRIEVAL_FAILED_RULE = (
+    "The document search failed for this question, so there is no CONTEXT. Say that the documents could "
+    "not be searched; answer only from the conversation so far, or say that you cannot answer."
+)
+
+CONDENSE_SYSTEM = (
+    "Rewrite the user's follow-up question as one standalone question that a search engine can answer "
+    "without the conversation: replace pronouns and references with the subject they stand for. Keep the "
+    "language of the follow-up question. Reply with the question only."
+)
+
+
+def labels(language: str) -> dict[str, str]:
+    """The labels for a RAG_LANGUAGE value (English for anything unknown)."""
+    return LABELS.get(language, LABELS["en"])
+
+
+@dataclass
+class Passage:
+    """One numbered reference handed to the answerer."""
+
+    n: int
+    source: str
+    title: str
+    text: str
+    similarity: float
+    page: int | None = None
+
+
+@dataclass
+class AnswerRequest:
+    """The structured context of one turn: what the model is given, and nothing else."""
+
+    question: str
+    retrieval_query: str
+    passages: list[Passage]
+    history: list[dict[str, str]]           # earlier messages, oldest first: {"role", "content"}
+    instruction: str = ""                   # the site's active agent instruction, if any
+    language: str = "en"
+    retrieval_failed: bool = False
+    context_text: str = ""                  # the CONTEXT block: seed 002's reference blocks
+
+    def system_prompt(self) -> str:
+        """The system message: the site's instruction (or the default), the rules and the CONTEXT."""
+        parts = [self.instruction.strip() or DEFAULT_SYSTEM_PROMPT]
+        if self.retrieval_failed:
+            parts.append(RETRIEVAL_FAILED_RULE)
+        elif not self.passages:
+            parts.append(NO_CONTEXT_RULE)
+        else:
+            parts.append(ANSWER_RULES)
+            parts.append("CONTEXT:\n" + self.context_text)
+        return "\n\n".join(parts)
+
+    def messages(self) -> list[dict[str, str]]:
+        """Chat-completions messages: system, HISTORY, then the question."""
+        msgs = [{"role": "system", "content": self.system_prompt()}]
+        msgs += [{"role": m["role"], "content": m["content"]} for m in self.history
+                 if m.get("role") in ("user", "assistant") and m.get("content")]
+        msgs.append({"role": "user", "content": self.question})
+        return msgs
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["system_prompt"] = self.system_prompt()
+        return data
+
+
+@dataclass
+class CondenseRequest:
+    history: list[dict[str, str]]
+    question: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """The condense prompt: the conversation as text, then the follow-up question."""
+        lines = []
+        for m in self.history:
+            if m.get("role") in ("user", "assistant") and m.get("content"):
+                who = "User" if m["role"] == "user" else "Assistant"
+                lines.append(f"{who}: {_clip(m['content'], 1200)}")
+        user = ("Conversation:\n" + "\n".join(lines) + f"\n\nFollow-up question: {self.question}\n\n"
+                "Standalone question:")
+        return [{"role": "system", "content": CONDENSE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
+def session_title(question: str, limit: int = 60) -> str:
+    """A session title from its first question: one line, cut at a word boundary, with an ellipsis."""
+    line = " ".join(question.split())
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    space = cut.rfind(" ")
+    if space >= limit // 2:  # texts without spaces (Japanese) are cut at the limit
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:!?、。") + "…"

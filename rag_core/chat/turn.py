@@ -1,0 +1,135 @@
+"""One chat turn (seed 000): index check, HISTORY, retrieval, CONTEXT under a budget, answer, storage."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from rag_core.chat import instructions, sessions
+from rag_core.chat.citations import Source, render_turn
+from rag_core.chat.context import format_references, relevant_hits, within_budget
+from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
+from rag_core.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 8000
+MAX_K = 50
+
+
+@dataclass
+class ChatTurn:
+    """The outcome of one turn: the answer, its sources, and what the model was given."""
+
+    session_id: str
+    question: str
+    answer: str
+    sources: list[Source]
+    retrieval_query: str
+    context: dict[str, Any]                 # the structured context given to the model (AnswerRequest.to_dict)
+    rendered: str                           # seed 000's text: ## Sources, then ## Answer
+    flags: dict[str, bool] = field(default_factory=dict)
+    llm: str = ""
+    message_ids: list[int] = field(default_factory=list)
+
+    @property
+    def stored(self) -> bool:
+        return bool(self.flags.get("stored"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id, "question": self.question, "answer": self.answer,
+            "sources": [s.to_dict() for s in self.sources], "retrieval_query": self.retrieval_query,
+            "context": self.context, "rendered": self.rendered, "flags": dict(self.flags), "llm": self.llm,
+            "message_ids": list(self.message_ids),
+        }
+
+
+def _no_index_turn(wb: "Workbench", message: str, session_id: str, site_id: str | None) -> ChatTurn:
+    words = labels(wb.settings.language)
+    answer = words["no_index"].format(where=f" (site '{site_id}')" if site_id else "")
+    return ChatTurn(session_id=session_id, question=message, answer=answer, sources=[], retrieval_query="",
+                    context={}, rendered=render_turn([], answer, wb.settings.language),
+                    flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
+                    llm=wb.llm.describe())
+
+
+def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
+             site_id: str | None = None, user_id: str | None = None, resource_name: str | None = None,
+             on_token: Callable[[str], None] | None = None) -> ChatTurn:
+    """Answer one message with the session's history and the documents; store both messages.
+
+    The user's message is stored before the model is called, so an LLM failure (LLMError) loses
+    nothing; the assistant message and its citations are written in one statement afterwards.
+    """
+    message = (message or "").strip()
+    if not message:
+        raise InvalidInput("The message is empty; type a question.")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"The message is {len(message)} characters; the limit is {MAX_MESSAGE_CHARS}.")
+    if not 1 <= int(k) <= MAX_K:
+        raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
+    settings = wb.settings
+    session_id = (session_id or "").strip() or sessions.new_session_id()
+
+    # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
+    if not sessions.has_indexed_chunks(wb.db, site_id):
+        return _no_index_turn(wb, message, session_id, site_id)
+
+    instruction = instructions.active_instruction(wb.db, site_id or sessions.DEFAULT_SITE, resource_name)
+    if resource_name and instruction is None:
+        raise NotFound(f"No active instruction '{resource_name}' for site '{site_id or sessions.DEFAULT_SITE}'; "
+                       "create it first or leave resource_name out.")
+
+    # 2. HISTORY, read before this turn's message is stored.
+    history = sessions.history(wb.db, session_id, settings.chat_history_messages)
+    user_msg = sessions.append_message(wb.db, session_id, "user", message, site_id=site_id, user_id=user_id,
+                                       title=session_title(message))
+    llm = wb.llm
+
+    # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
+    retrieval_query = message
+    if any(m["role"] == "user" for m in history):
+        retrieval_query = llm.condense(history, message)
+
+    # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
+    retrieval_failed = False
+    try:
+        hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
+    except Exception:
+        log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
+        hits, retrieval_failed = [], True
+
+    # 4. CONTEXT: hits above the similarity floor, best first, whole chunks within the byte budget.
+    chosen = within_budget(relevant_hits(hits, settings.chat_similarity_floor), settings.chat_context_bytes)
+    sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
+    request = AnswerRequest(
+        question=message, retrieval_query=retrieval_query,
+        passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
+        history=[{"role": m["role"], "content": m["content"]} for m in history],
+        instruction=instruction["instruction_text"] if instruction else "",
+        language=settings.language, retrieval_failed=retrieval_failed, context_text=format_references(chosen),
+    )
+
+    # 5. The answer (LLMError propagates: the user's message is already stored).
+    answer = llm.answer(request, on_token=on_token)
+    if retrieval_failed:
+        notice = labels(settings.language)["retrieval_failed"]
+        answer = f"{notice}\n\n{answer}" if answer else notice
+
+    # 6. The assistant message with the sources actually given to the model.
+    assistant_msg = sessions.append_message(wb.db, session_id, "assistant", answer, site_id=site_id,
+                                            user_id=user_id, sources=[s.to_citation() for s in sources])
+    return ChatTurn(
+        session_id=session_id, question=message, answer=answer, sources=sources, retrieval_query=retrieval_query,
+        context=request.to_dict(), rendered=render_turn(sources, answer, settings.language),
+        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed,
+               "no_sources": not sources, "condensed": retrieval_query != message,
+               "new_session": bool(user_msg["session_created"]),
+               "instruction": instruction is not None},
+        llm=llm.describe(), message_ids=[user_msg["id"], assistant_msg["id"]],
+    )

@@ -1,0 +1,92 @@
+"""`rag chat` and `rag retention` through typer's CliRunner against the test database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rag_core.cli import app
+from rag_core.cli.chat import DEFAULT_SESSION
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path, wb) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no developer .env is read
+    wb.chat_reset(DEFAULT_SESSION)
+    yield
+    wb.chat_reset(DEFAULT_SESSION)
+
+
+@pytest.fixture
+def shared_embedder(monkeypatch: pytest.MonkeyPatch, wb, pg_url: str) -> None:
+    """`rag chat "..."` opens a Workbench per call; reuse the loaded embedder to keep the test quick."""
+    import rag_core.cli as cli
+    from rag_core.db.database import Database
+    from rag_core.settings import load_settings
+    from rag_core.workbench import Workbench
+
+    def workbench() -> Workbench:
+        fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
+        fresh._embedder = wb.embedder
+        return fresh
+
+    monkeypatch.setattr(cli, "_workbench", workbench)
+
+
+def test_chat_continues_the_default_session(cli_env, shared_embedder, docs_site) -> None:
+    first = runner.invoke(app, ["chat", "What is hybrid search?", "--site", docs_site])
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("## Sources\n1. [") and "docs/search.md" in first.stdout
+    assert "\n## Answer\n" in first.stdout
+
+    second = runner.invoke(app, ["chat", "--site", docs_site, "And where is it implemented?", "--k", "3"])
+    assert second.exit_code == 0, second.output
+    assert "hybrid.py" in second.stdout
+
+    history = runner.invoke(app, ["chat", "history", "--n", "20"])
+    assert history.exit_code == 0, history.output
+    assert history.stdout.count("] user:") == 2 and history.stdout.count("] assistant:") == 2
+    assert "And where is it implemented?" in history.stdout and "## Sources" in history.stdout
+
+    other = runner.invoke(app, ["chat", "ask", "Where is hybrid search implemented?", "--session", "cli-other",
+                                "--site", docs_site, "--json"])
+    assert other.exit_code == 0, other.output
+    assert '"session_id": "cli-other"' in other.stdout
+
+    sessions = runner.invoke(app, ["chat", "sessions"])
+    assert sessions.exit_code == 0 and DEFAULT_SESSION in sessions.stdout and "cli-other" in sessions.stdout
+
+    reset = runner.invoke(app, ["chat", "reset"])
+    assert reset.exit_code == 0 and "4 messages deleted" in reset.stdout
+    assert "No messages" in runner.invoke(app, ["chat", "history"]).stdout
+    assert runner.invoke(app, ["chat", "reset", "--session", "cli-other"]).exit_code == 0
+
+
+def test_chat_errors_end_cleanly(cli_env) -> None:
+    result = runner.invoke(app, ["chat", "history", "--session", "nope", "--n", "0"])
+    assert result.exit_code != 0
+    empty = runner.invoke(app, ["chat", "   "])
+    assert empty.exit_code == 1 and "INVALID_INPUT" in empty.output
+
+
+def test_retention_commands(cli_env, wb) -> None:
+    dry = runner.invoke(app, ["retention", "purge", "--dry-run", "--older-than", "30d"])
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.startswith("Dry run: would delete 0 messages and 0 sessions older than 30 days")
+    for value in ("12h", "90m"):
+        result = runner.invoke(app, ["retention", "purge", "--dry-run", "--older-than", value])
+        assert result.exit_code == 0 and "Dry run" in result.stdout
+    bad = runner.invoke(app, ["retention", "purge", "--older-than", "30x"])
+    assert bad.exit_code == 1 and "not a duration" in bad.output
+    real = runner.invoke(app, ["retention", "purge"])
+    assert real.exit_code == 0 and real.stdout.startswith("Deleted ")
+    status = runner.invoke(app, ["retention", "status"])
+    assert status.exit_code == 0, status.output
+    assert "older than 30 days" in status.stdout and "14-30 d" in status.stdout
+    assert "cli" in status.stdout  # the purges above are in the audit

@@ -1,0 +1,98 @@
+"""Pure functions of the chat: budgets, titles, sentence scoring, durations, the LLM registry."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from rag_core.chat.context import format_references, within_budget
+from rag_core.chat.extractive import pick_sentences, score_sentences, split_sentences, terms
+from rag_core.chat.prompts import AnswerRequest, Passage, session_title
+from rag_core.chat.retention import parse_duration
+from rag_core.errors import ConfigError, InvalidInput
+from rag_core.providers.llms import ExtractiveLLM, build_llm
+from rag_core.search.types import ChunkHit
+
+
+def _hit(n: int, text: str) -> ChunkHit:
+    return ChunkHit(chunk_id=n, document_id=n, site_id="s", source=f"doc{n}.md", title="", file_type="md",
+                    chunk_index=0, text=text, start_char=0, end_char=len(text), page_number=None,
+                    similarity=0.9 - n / 100, score=0.9)
+
+
+def test_budget_keeps_whole_chunks_best_first_and_skips_what_does_not_fit() -> None:
+    hits = [_hit(1, "a" * 100), _hit(2, "я" * 300), _hit(3, "c" * 50)]  # 'я' is two bytes in UTF-8
+    chosen = within_budget(hits, 300)
+    assert [h.chunk_id for h in chosen] == [1, 3]
+    assert len(format_references(chosen).encode("utf-8")) <= 300
+    assert within_budget(hits, 10) == []
+    assert format_references([]) == ""
+
+
+def test_session_titles_are_cut_sensibly() -> None:
+    assert session_title("  What is   hybrid search? ") == "What is hybrid search?"
+    long = "Where exactly in the repository is the hybrid search implemented and how is it tested today"
+    title = session_title(long)
+    assert title.endswith("…") and len(title) <= 61 and long.startswith(title[:-1])
+    assert " " not in title[-2:]
+    assert session_title("梅" * 100) == "梅" * 60 + "…"
+
+
+def test_sentences_and_terms() -> None:
+    assert split_sentences("First one here. Second one here!\n- item three is long") == [
+        "First one here.", "Second one here!", "item three is long"]
+    assert split_sentences("梅雨は雨季です。小笠原諸島にはない。") == ["梅雨は雨季です。", "小笠原諸島にはない。"]
+    assert "小笠" in terms("小笠原諸島") and "imple" in terms("implemented")
+    assert "the" not in terms("the search")
+
+
+def test_scoring_prefers_the_sentence_that_shares_the_question_terms() -> None:
+    passages = [(1, "Retention deletes old messages. Hybrid search lives in rag_core/search/hybrid.py."),
+                (2, "梅雨は東アジアの雨季です。梅雨がない地域は小笠原諸島です。")]
+    best = score_sentences("Where does hybrid search live?", passages)[0]
+    assert best.passage == 1 and "hybrid.py" in best.text
+    best_ja = score_sentences("梅雨がない地域はどこ？", passages)[0]
+    assert best_ja.passage == 2 and "小笠原諸島" in best_ja.text
+    assert len(pick_sentences(score_sentences("hybrid search", passages), max_sentences=1)) == 1
+
+
+def test_extractive_answer_cites_and_says_when_it_cannot_answer() -> None:
+    llm = ExtractiveLLM()
+    req = AnswerRequest(question="Where does hybrid search live?", retrieval_query="Where does hybrid search live?",
+                        passages=[Passage(1, "a.md", "", "Hybrid search lives in hybrid.py. Other text here.", 0.8)],
+                        history=[])
+    assert llm.answer(req).startswith("Hybrid search lives in hybrid.py. [1]")
+    unrelated = AnswerRequest(question="Who painted the Mona Lisa?", retrieval_query="Who painted the Mona Lisa?",
+                              passages=[Passage(1, "a.md", "", "Retention deletes old chat messages.", 0.3)],
+                              history=[])
+    assert llm.answer(unrelated).startswith("The documents found do not seem to answer this question.")
+    none = AnswerRequest(question="q", retrieval_query="q", passages=[], history=[], language="ja")
+    assert llm.answer(none) == "この質問に関連する文書が見つからなかったため、文書に基づいて回答できません。"
+    assert llm.condense([{"role": "user", "content": "What is X?"}, {"role": "assistant", "content": "X is"}],
+                        "Where?") == "What is X? Where?"
+
+
+def test_durations() -> None:
+    assert parse_duration("30d") == timedelta(days=30)
+    assert parse_duration("12h") == timedelta(hours=12)
+    assert parse_duration("90m") == timedelta(minutes=90)
+    assert parse_duration("7") == timedelta(days=7)
+    for bad in ("30x", "", "-1d", "0d"):
+        with pytest.raises(InvalidInput):
+            parse_duration(bad)
+
+
+def test_llm_registry(make_settings, monkeypatch) -> None:
+    assert build_llm(make_settings()).name == "extractive"
+    with pytest.raises(ConfigError, match="Unknown LLM 'nope'; choose one of: extractive, openai, llamacpp"):
+        build_llm(make_settings(llm="nope"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="RAG_LLM_BASE_URL"):
+        build_llm(make_settings(llm="openai", llm_base_url="", llm_api_key="", openai_base_url="", openai_api_key=""))
+    with pytest.raises(ConfigError, match="RAG_LLM_MODEL"):
+        build_llm(make_settings(llm="openai", llm_base_url="http://localhost:1234/v1", llm_model=""))
+    llm = build_llm(make_settings(llm="openai", llm_base_url="http://localhost:1234/v1", llm_model="qwen"))
+    assert llm.describe() == "model 'qwen' at http://localhost:1234/v1"
+    with pytest.raises(ConfigError, match="path of a local .gguf model file"):
+        build_llm(make_settings(llm="llamacpp", llm_model="qwen"))
