@@ -154,6 +154,9 @@ class Workbench:
 
     def _after_write(self) -> None:
         """Hook for caches that depend on the store's content (the search cache clears here)."""
+        engine = self.__dict__.get("_search_engine")
+        if engine is not None:
+            engine.invalidate()
 
     def delete_source(self, source: str, site_id: str | None = None) -> dict[str, int]:
         """Delete a source (path or URL) with its chunks; a relative path is resolved like `rag ingest` does."""
@@ -180,6 +183,48 @@ class Workbench:
         """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
         self._require_compatible_store()
         return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id)
+
+    # ----- search -----
+    @property
+    def search_engine(self) -> "SearchEngine":  # noqa: F821 - imported lazily
+        """Seed 001's search with its cache and reranker, built on first use."""
+        engine = self.__dict__.get("_search_engine")
+        if engine is None:
+            from rag_core.search.service import SearchEngine
+
+            engine = self.__dict__.setdefault(
+                "_search_engine",
+                SearchEngine(self.db, self.settings, lambda: self.embedder, self._require_compatible_store))
+        return engine
+
+    def search(self, query: str, mode: str = "hybrid", limit: int = 10, page: int = 1,
+               types: "Sequence[str] | str | None" = None, date_from: "str | date | None" = None,  # noqa: F821
+               date_to: "str | date | None" = None, source: str | None = None,  # noqa: F821
+               site_id: str | None = None, include_context: bool = True, max_chunks: int = 3,
+               user_id: str | None = None) -> dict[str, Any]:
+        """Search documents (seed 001): hybrid, semantic or full text, with filters, facets and suggestions.
+
+        Returns the response dict (success, query, total_results, search_time, results, facets,
+        suggestions). total_results and the facets count every document among the candidates
+        after filters (the best 100 chunks of each ranking, more for deep pages), not one page.
+        Problems raise RagError subclasses (InvalidQuery, IndexUnavailable, DatabaseError);
+        `exc.to_dict()` is the error JSON.
+
+        Args:
+            types: document types (pdf, docx, xlsx, txt, md, csv, html), a list or a comma list.
+            date_from: first day (YYYY-MM-DD) of the documents' date, inclusive; date_to likewise.
+            source: an absolute path or URL prefix, or any part of the source path.
+            site_id: one site; None searches every site except the evaluation sites ('eval:*').
+            max_chunks: context chunks per document (1-10).
+        """
+        return self.search_engine.search(
+            query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
+            source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id)
+
+    def search_metrics(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None  # noqa: F821
+                       ) -> dict[str, Any]:
+        """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
+        return self.search_engine.metrics(site_id=site_id, since=since)
 
     # ----- chat -----
     @property

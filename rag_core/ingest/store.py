@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
@@ -11,8 +12,10 @@ import numpy as np
 import psycopg
 
 from rag_core.db.database import Database
-from rag_core.errors import EmbedderMismatch
+from rag_core.errors import EmbedderMismatch, RagError
 from rag_core.textproc import FTS_CONFIG
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -171,9 +174,11 @@ def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[Documen
             with conn.transaction():
                 written = [(doc, *_write_one(conn, doc)) for doc in docs]
                 _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, _ in written])
-        return [(doc, doc_id, inserted, None) for doc, doc_id, inserted in written]
     except psycopg.Error:
         pass
+    else:
+        compact_term_stats(db, {doc.site_id for doc in docs})
+        return [(doc, doc_id, inserted, None) for doc, doc_id, inserted in written]
     results: list[tuple[DocumentRow, int | None, bool, str | None]] = []
     for doc in docs:
         try:
@@ -184,6 +189,7 @@ def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[Documen
             results.append((doc, doc_id, inserted, None))
         except psycopg.Error as exc:
             results.append((doc, None, False, f"database rejected the document: {str(exc).splitlines()[0]}"))
+    compact_term_stats(db, {doc.site_id for doc, doc_id, _, _ in results if doc_id is not None})
     return results
 
 
@@ -191,10 +197,34 @@ def delete_source(db: Database, source: str, site_id: str | None = None) -> tupl
     """Delete a source (in one site or all); returns (documents, chunks) deleted."""
     with db.connection() as conn:
         rows = conn.execute(
-            "DELETE FROM documents WHERE source = %s AND (%s::text IS NULL OR site_id = %s) RETURNING chunk_count",
+            "DELETE FROM documents WHERE source = %s AND (%s::text IS NULL OR site_id = %s) RETURNING chunk_count, site_id",
             (source, site_id, site_id),
         ).fetchall()
+    compact_term_stats(db, {r[1] for r in rows})
     return len(rows), sum(r[0] for r in rows)
+
+
+# BM25 statistics (term_stats, corpus_stats) are ledgers of deltas appended by triggers on chunks
+# (migration 0002), so concurrent writers never contend for a row. Readers sum a lexeme's rows;
+# once a site has this many unfolded rows they are folded into one row per lexeme.
+STATS_COMPACT_AFTER = 50_000
+
+
+def compact_term_stats(db: Database, site_ids: "set[str] | Sequence[str]", force: bool = False) -> None:
+    """Fold the BM25 statistics deltas of these sites when enough piled up (or always with force)."""
+    for site in sorted(set(site_ids)):
+        try:
+            with db.connection() as conn:
+                if not force:
+                    pending = conn.execute(
+                        "SELECT count(*) FROM (SELECT 1 FROM term_stats WHERE site_id = %s AND NOT compacted LIMIT %s) x",
+                        (site, STATS_COMPACT_AFTER + 1),
+                    ).fetchone()[0]
+                    if pending <= STATS_COMPACT_AFTER:
+                        continue
+                conn.execute("SELECT rag_compact_stats(%s)", (site,))
+        except (psycopg.Error, RagError) as exc:  # folding is housekeeping: the deltas stay correct without it
+            log.warning("Could not compact the search statistics of site %s: %s", site, exc)
 
 
 # Evaluation sets live in sites with this prefix; they never appear in a user's own views.

@@ -1,0 +1,108 @@
+"""Search responses as text and markdown (the CLI prints these; JSON is the response dict itself)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rag_core.search.highlight import Highlight
+
+SNIPPET_CHARS = 300
+
+
+def _marked(result: dict[str, Any]) -> list[str]:
+    spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
+    return [Highlight(text, [tuple(s) for s in sp]).marked() for text, sp in zip(result.get("highlights", []), spans)]
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _header(resp: dict[str, Any]) -> str:
+    pages = resp.get("total_pages") or 0
+    page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 else ""
+    return (f"{resp['total_results']} result{'s' if resp['total_results'] != 1 else ''} for \"{resp['query']}\""
+            f" ({resp.get('mode', 'hybrid')}, {resp['search_time']}{page})")
+
+
+def _facets(resp: dict[str, Any]) -> tuple[str, str]:
+    facets = resp.get("facets") or {}
+    types = ", ".join(f"{k} {v}" for k, v in sorted((facets.get("document_types") or {}).items(), key=lambda p: -p[1]))
+    dates = ", ".join(f"{k} {v}" for k, v in (facets.get("date_distribution") or {}).items())
+    return types, dates
+
+
+def _meta(r: dict[str, Any]) -> str:
+    ranks = []
+    if r.get("dense_rank") is not None:
+        ranks.append(f"dense #{r['dense_rank']}")
+    if r.get("fulltext_rank") is not None:
+        ranks.append(f"full-text #{r['fulltext_rank']}")
+    parts = [r["file_type"], r["file_size"]]
+    if r.get("document_date") or r.get("updated_at"):
+        parts.append((r.get("document_date") or r.get("updated_at"))[:10])
+    if ranks:
+        parts.append(" + ".join(ranks))
+    return " · ".join(parts)
+
+
+def _chunk_label(c: dict[str, Any]) -> str:
+    page = f", page {c['page_number']}" if c.get("page_number") else ""
+    return f"chunk {c['chunk_index']}{page}, {c['relevance_score']:.2f}"
+
+
+def render_text(resp: dict[str, Any]) -> str:
+    """Plain text: numbered documents, highlights with **term**, context chunks, facets, suggestions."""
+    lines = [_header(resp), ""]
+    for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
+        lines.append(f"{n}. {r['title']}  [{r['relevance_score']:.2f}]")
+        lines.append(f"   {r['file_path']}")
+        lines.append(f"   {_meta(r)}")
+        for h in _marked(r):
+            lines.append(f"   … {h} …")
+        for c in r.get("context_chunks") or []:
+            lines.append(f"   [{_chunk_label(c)}] {_snippet(c['text'])}")
+        lines.append("")
+    types, dates = _facets(resp)
+    if types:
+        lines.append(f"Types: {types}")
+    if dates:
+        lines.append(f"Dates: {dates}")
+    if resp.get("suggestions"):
+        lines.append("Suggestions: " + "; ".join(resp["suggestions"]))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("[", "\\[").replace("]", "\\]")
+
+
+def render_markdown(resp: dict[str, Any]) -> str:
+    """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
+    lines = [f"## Search: {resp['query']}", "", f"_{_header(resp)}_", ""]
+    for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
+        lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
+        lines.append("")
+        lines.append(f"`{r['file_path']}` · {_meta(r)}")
+        lines.append("")
+        for h in _marked(r):
+            lines.append(f"> {h}")
+            lines.append("")
+        chunks = r.get("context_chunks") or []
+        if chunks:
+            for c in chunks:
+                lines.append(f"- *{_chunk_label(c)}*: {_snippet(c['text'])}")
+            lines.append("")
+    types, dates = _facets(resp)
+    if types or dates:
+        lines.append("**Facets**")
+        lines.append("")
+        if types:
+            lines.append(f"- types: {types}")
+        if dates:
+            lines.append(f"- dates: {dates}")
+        lines.append("")
+    if resp.get("suggestions"):
+        lines.append("**Suggestions:** " + " · ".join(resp["suggestions"]))
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,247 @@
+"""Seed 001's search: validation, cache, the hybrid core, rerank, highlights, facets, suggestions, log.
+
+`SearchEngine.search` returns the response dict of seed 001 and raises RagError subclasses
+(InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
+is written to query_log, cache hits and failures included.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+import psycopg
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from rag_core.db.database import Database
+from rag_core.errors import DatabaseError, RagError
+from rag_core.providers.rerankers import Reranker, build_reranker
+from rag_core.search.cache import SearchCache
+from rag_core.search.highlight import Highlight, highlight_texts
+from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
+from rag_core.search.querylog import log_search, search_metrics
+from rag_core.search.retrieval import embed_query
+from rag_core.search.suggestions import suggest
+from rag_core.search.types import ChunkHit
+from rag_core.search.validation import SearchRequest, validate_search
+
+# With a reranker on, this many documents (at least) are reordered before the page is cut.
+RERANK_DEPTH = 30
+_UNSET = object()
+
+
+def human_size(n: int) -> str:
+    """Bytes as the spec shows them: 512B, 14.2KB, 2.4MB."""
+    value = float(n or 0)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{int(value)}B" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}TB"
+
+
+def iso_utc(ts: dt.datetime | None) -> str | None:
+    if ts is None:
+        return None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=dt.timezone.utc)
+    return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SearchEngine:
+    """The search behind Workbench.search: one per Workbench, thread-safe."""
+
+    def __init__(self, db: Database, settings: Any, embedder: Callable[[], BaseEmbedding],
+                 check_store: Callable[[], None], fusion: Fusion = DEFAULT_FUSION) -> None:
+        self.db = db
+        self.settings = settings
+        self._embedder = embedder
+        self._check_store = check_store
+        self.fusion = fusion
+        self.cache = SearchCache(settings.search_cache_ttl_sec)
+        self._reranker: Any = _UNSET
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker (RAG_RERANKER), built on first use; None when off."""
+        if self._reranker is _UNSET:
+            self._reranker = build_reranker(self.settings)
+        return self._reranker
+
+    def invalidate(self) -> None:
+        """Forget cached searches (called after every ingest and delete)."""
+        self.cache.clear()
+
+    # ----- the search -----
+    def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,
+               date_from: Any = None, date_to: Any = None, source: Any = None, site_id: Any = None,
+               include_context: Any = True, max_chunks: Any = 3, user_id: str | None = None,
+               use_cache: bool = True) -> dict[str, Any]:
+        started = time.perf_counter()
+        raw = {"mode": mode, "limit": limit, "page": page, "types": types, "date_from": date_from,
+               "date_to": date_to, "source": source, "include_context": include_context, "max_chunks": max_chunks}
+        try:
+            req = validate_search(query, site_id=site_id, **raw)
+        except RagError as exc:
+            self._log_failure(query, mode, {k: str(v) if v is not None else None for k, v in raw.items()},
+                              site_id if isinstance(site_id, str) else None, user_id, exc, started)
+            raise
+        key = req.cache_key()
+        cached = self.cache.get(key) if use_cache else None
+        if cached is not None:
+            response, terms = cached
+            elapsed = time.perf_counter() - started
+            response["search_time"] = f"{elapsed:.3f}s"
+            log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), "terms": terms, "cache": "hit"},
+                       result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
+                       user_id=user_id)
+            return response
+        try:
+            response, terms, plan = self._run(req)
+        except RagError as exc:
+            self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)
+            raise
+        except psycopg.Error as exc:
+            error = DatabaseError(
+                "The database failed while searching; check that PostgreSQL is running (`rag status`) and retry.",
+                details={"reason": type(exc).__name__},
+            )
+            self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, error, started)
+            raise error from exc
+        elapsed = time.perf_counter() - started
+        response["search_time"] = f"{elapsed:.3f}s"
+        if use_cache:
+            self.cache.put(key, (response, terms))
+        log_search(self.db, query=req.query, mode=req.mode,
+                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan},
+                   result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
+                   user_id=user_id)
+        return response
+
+    def _log_failure(self, query: Any, mode: Any, params: dict[str, Any], site_id: str | None, user_id: str | None,
+                     exc: RagError, started: float) -> None:
+        if isinstance(exc, DatabaseError):
+            return  # the log lives in the database that just failed; trying again would only wait
+        log_search(self.db, query=query if isinstance(query, str) else repr(query), mode=str(mode),
+                   params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
+                   site_id=site_id, user_id=user_id, error_code=exc.code)
+
+    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str]:
+        self._check_store()
+        emb = embed_query(self._embedder(), req.query) if req.mode != "fulltext" else None
+        core_req = req if req.include_context else replace(req, max_chunks=1)
+        reranker = self.reranker
+        if reranker is None:
+            core = search_documents(self.db, req.query, emb, core_req, self.fusion)
+            documents = core.documents
+        else:
+            depth = max(RERANK_DEPTH, req.page * req.limit)
+            core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
+            documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
+        with self.db.connection() as conn:
+            marks = self._highlights(conn, req, core, documents)
+            suggestions = suggest(conn, req.query, req.site_id, core.terms,
+                                  [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+        results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
+        response = {
+            "success": True,
+            "query": req.query,
+            "mode": req.mode,
+            "total_results": core.total,
+            "page": req.page,
+            "limit": req.limit,
+            "total_pages": math.ceil(core.total / req.limit) if core.total else 0,
+            "search_time": "",
+            "results": results,
+            "facets": {"document_types": core.document_types, "date_distribution": core.date_distribution},
+            "suggestions": suggestions,
+        }
+        return response, core.terms, core.plan
+
+    def _rerank(self, reranker: Reranker, query: str, documents: list[DocumentHit]) -> list[DocumentHit]:
+        if not documents:
+            return documents
+        scores = reranker.score(query, [d.chunks[0].text if d.chunks else d.title for d in documents])
+        for doc, score in zip(documents, scores):
+            doc.rerank_score = score  # type: ignore[attr-defined]
+        ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
+        return [d for d, _ in ordered]
+
+    def _highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
+                    documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
+        items: list[tuple[int, str | None, str]] = []
+        for doc in documents:
+            for chunk in doc.chunks[:2]:
+                items.append((doc.document_id, chunk.language, chunk.text))
+        if not items:
+            return {}
+        fragments = highlight_texts(conn, req.query, core.configs, core.query_texts, [(lang, text) for _, lang, text in items])
+        found: dict[int, list[Highlight]] = {}
+        for (doc_id, _, _), frags in zip(items, fragments):
+            found.setdefault(doc_id, []).extend(frags)
+        out: dict[int, list[Highlight]] = {}
+        for doc_id, frags in found.items():
+            matched = [f for f in frags if f.spans]
+            out[doc_id] = (matched or frags)[:3]
+        return out
+
+    def _relevance(self, req: SearchRequest, core: CoreResult, chunk: ChunkHit) -> float:
+        if req.mode == "semantic":
+            value = chunk.similarity
+        elif req.mode == "fulltext":
+            value = chunk.score / core.top_score if core.top_score > 0 else 0.0
+        else:
+            value = chunk.score / self.fusion.max_score if self.fusion.method == "rrf" else chunk.score
+        return round(max(0.0, min(1.0, value)), 4)
+
+    def _document(self, req: SearchRequest, core: CoreResult, doc: DocumentHit, marks: list[Highlight]) -> dict[str, Any]:
+        best = doc.chunks[0] if doc.chunks else None
+        result: dict[str, Any] = {
+            "id": f"doc_{doc.document_id}",
+            "document_id": doc.document_id,
+            "site_id": doc.site_id,
+            "title": doc.title,
+            "file_path": doc.source,
+            "file_type": doc.file_type,
+            "file_size": human_size(doc.file_size),
+            "file_size_bytes": doc.file_size,
+            "created_at": iso_utc(doc.created_at),
+            "updated_at": iso_utc(doc.updated_at),
+            "document_date": iso_utc(doc.doc_date),
+            "relevance_score": self._relevance(req, core, best) if best else 0.0,
+            "score": round(doc.score, 6),
+            "rank": doc.rank,
+            "dense_rank": best.dense_rank if best else None,
+            "fulltext_rank": best.fulltext_rank if best else None,
+            "highlights": [h.text for h in marks],
+            "highlight_spans": [[list(s) for s in h.spans] for h in marks],
+            "context_chunks": [],
+        }
+        if hasattr(doc, "rerank_score"):
+            result["rerank_score"] = round(float(doc.rerank_score), 6)  # type: ignore[attr-defined]
+        if req.include_context:
+            result["context_chunks"] = [{
+                "chunk_id": c.chunk_id,
+                "chunk_index": c.chunk_index,
+                "text": c.text,
+                "page_number": c.page_number,
+                "start_char": c.start_char,
+                "end_char": c.end_char,
+                "relevance_score": self._relevance(req, core, c),
+                "score": round(c.score, 6),
+                "similarity": round(c.similarity, 4) if req.mode != "fulltext" else None,
+                "dense_rank": c.dense_rank,
+                "fulltext_rank": c.fulltext_rank,
+                "fulltext_score": round(c.fulltext_score, 4) if c.fulltext_score is not None else None,
+            } for c in doc.chunks[:req.max_chunks]]
+        return result
+
+    def metrics(self, site_id: str | None = None, since: Any = None) -> dict[str, Any]:
+        try:
+            return search_metrics(self.db, site_id=site_id, since=since)
+        except psycopg.Error as exc:
+            raise DatabaseError("The database failed while reading the query log; check that PostgreSQL is running.",
+                                details={"reason": type(exc).__name__}) from exc

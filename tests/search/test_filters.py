@@ -1,0 +1,149 @@
+"""Filters (types, dates, source, site), facets over the whole filtered set, pages, filtered HNSW search."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_core.search import hybrid
+
+FILES = [  # name, date, text
+    ("a/fire_jan.md", "2024-01-15", "Fire alarm inspection report for the north wing."),
+    ("a/fire_feb.txt", "2024-02-10", "Fire alarm maintenance: detectors replaced in the south wing."),
+    ("a/fire_feb2.md", "2024-02-20", "Fire alarm wiring plan for the new school building."),
+    ("b/fire_mar.csv", "2024-03-05", "item,note\nfire alarm panel,checked\nsmoke detector,replaced"),
+    ("b/fire_dec.html", "2023-12-20", "<html><body><h1>Fire alarm</h1><p>Fire alarm test of December.</p></body></html>"),
+    ("b/budget_mar.txt", "2024-03-25", "Budget for contractors and materials in March."),
+]
+
+
+@pytest.fixture(scope="module")
+def files_site(wb, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    root = tmp_path_factory.mktemp("filtered")
+    for name, day, text in FILES:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        stamp = dt.datetime.fromisoformat(day).replace(hour=12, tzinfo=dt.timezone.utc).timestamp()
+        os.utime(path, (stamp, stamp))
+    site_id = f"t-filters-{uuid.uuid4().hex[:6]}"
+    report = wb.ingest_paths([root], site_id=site_id)
+    assert report.count("indexed") == len(FILES), report.to_dict()
+    yield site_id, root.resolve()
+    with wb.db.connection() as conn:
+        conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
+
+
+def names(response: dict) -> set[str]:
+    return {Path(r["file_path"]).name for r in response["results"]}
+
+
+def test_type_filter_and_its_facet(wb, files_site) -> None:
+    site, _ = files_site
+    response = wb.search("fire alarm", site_id=site, types=["md", "txt"])
+    assert names(response) <= {"fire_jan.md", "fire_feb.txt", "fire_feb2.md", "budget_mar.txt"}
+    assert {"fire_jan.md", "fire_feb.txt", "fire_feb2.md"} <= names(response)
+    facet = response["facets"]["document_types"]
+    assert set(facet) <= {"md", "txt"} and sum(facet.values()) == response["total_results"]
+    assert wb.search("fire alarm", site_id=site, types="csv,html")["facets"]["document_types"] == {"csv": 1, "html": 1}
+
+
+def test_date_filter_is_inclusive_and_the_date_facet_counts_months(wb, files_site) -> None:
+    site, _ = files_site
+    response = wb.search("fire alarm", mode="fulltext", site_id=site, date_from="2024-02-01", date_to="2024-03-05")
+    assert names(response) == {"fire_feb.txt", "fire_feb2.md", "fire_mar.csv"}
+    assert response["facets"]["date_distribution"] == {"2024-02": 2, "2024-03": 1}
+    everything = wb.search("fire alarm", mode="fulltext", site_id=site)
+    assert everything["facets"]["date_distribution"] == {"2023-12": 1, "2024-01": 1, "2024-02": 2, "2024-03": 1}
+
+
+def test_source_filter_by_folder_prefix_or_part(wb, files_site) -> None:
+    site, root = files_site
+    by_prefix = wb.search("fire alarm", site_id=site, source=(root / "b").as_posix() + "/")
+    assert names(by_prefix) == {"fire_mar.csv", "fire_dec.html", "budget_mar.txt"}
+    by_part = wb.search("fire alarm", mode="fulltext", site_id=site, source="a/fire_feb")
+    assert names(by_part) == {"fire_feb.txt", "fire_feb2.md"}
+    odd = wb.search("fire alarm", site_id=site, source="%_\\'")
+    assert odd["total_results"] == 0 and odd["results"] == []  # LIKE wildcards are literal
+
+
+def test_pages_share_total_and_facets_and_cover_the_set(wb, files_site) -> None:
+    site, _ = files_site
+    pages = [wb.search("fire alarm", mode="fulltext", site_id=site, limit=2, page=p) for p in (1, 2, 3, 4)]
+    total = pages[0]["total_results"]
+    assert total == 5 and pages[0]["total_pages"] == 3
+    assert all(p["total_results"] == total and p["facets"] == pages[0]["facets"] for p in pages)
+    seen = [r["file_path"] for p in pages for r in p["results"]]
+    assert len(seen) == len(set(seen)) == total and pages[3]["results"] == []
+    assert [len(p["results"]) for p in pages] == [2, 2, 1, 0]
+    assert sum(pages[0]["facets"]["document_types"].values()) == total
+
+
+def test_no_match_after_filters_is_an_empty_page_not_an_error(wb, files_site) -> None:
+    site, _ = files_site
+    response = wb.search("fire alarm", site_id=site, date_from="2030-01-01")
+    assert response["success"] and response["total_results"] == 0 and response["results"] == []
+
+
+def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crowd of near-identical vectors in another site fills the first HNSW candidates; pgvector's
+    iterative scan keeps going until the filtered rows are found."""
+    wb.ingest_texts([{"source": "target.md", "text": "Sprinkler heads must be tested every five years.",
+                      "title": "Sprinklers"}], site_id=site)
+    query = "sprinkler testing interval"
+    q = np.asarray(wb.embedder.get_query_embedding(query), dtype=np.float32)
+    rng = np.random.default_rng(7)
+    crowd = q + rng.normal(0, 0.01, (400, q.size)).astype(np.float32)
+    crowd /= np.linalg.norm(crowd, axis=1, keepdims=True)
+    crowd_site = f"{site}-crowd"
+    with wb.db.connection() as conn:
+        doc_id = conn.execute(
+            "INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
+            " VALUES (%s, 'crowd.md', 'md', 'x', 'crowd', 400) RETURNING id", (crowd_site,)).fetchone()[0]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language, fts, embedding)"
+                " VALUES (%s, %s, %s, 'crowd', 0, 5, 'en', to_tsvector('english', 'crowd'), %s)",
+                [(doc_id, crowd_site, i, v) for i, v in enumerate(crowd)])
+    try:
+        monkeypatch.setattr(hybrid, "EXACT_SCAN_MAX", 0)  # the plan a large store gets
+        fusion = hybrid.Fusion(candidates=20)
+        scope = hybrid._Scope(site)
+        sql = hybrid.build_statement("semantic", fusion, scope, "index", "chunks")
+        params = hybrid._params(scope, fusion, ["english"], [query], q) | {"k": 5}
+
+        def run(iterative: bool) -> tuple[list[str], str]:
+            with wb.db.connection() as conn:
+                assert hybrid._prepare(conn, scope, "semantic", fusion)[2] == "hnsw"
+                conn.execute("SET LOCAL hnsw.ef_search = 20")
+                if not iterative:
+                    conn.execute("SET LOCAL hnsw.iterative_scan = off")
+                # Make the planner walk the HNSW index as it does on a large store.
+                conn.execute("SET LOCAL enable_seqscan = off")
+                conn.execute("SET LOCAL enable_bitmapscan = off")
+                conn.execute("SET LOCAL enable_sort = off")
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params, prepare=False))
+                rows = conn.execute(sql, params, prepare=False).fetchall()
+            return [r[3] for r in rows], plan
+
+        found, plan = run(iterative=True)
+        assert "chunks_embedding_hnsw_idx" in plan
+        assert found == ["target.md"]
+        missed, _ = run(iterative=False)
+        assert missed == []  # without the iterative scan the crowd fills every candidate slot
+
+        # Through the engine with the HNSW plan: the selective site filter still finds it.
+        response = wb.search_engine.search(query, mode="semantic", site_id=site, use_cache=False)
+        assert [r["file_path"] for r in response["results"]] == ["target.md"]
+        with wb.db.connection() as conn:
+            logged = conn.execute("SELECT params->>'plan' FROM query_log WHERE site_id = %s ORDER BY id DESC LIMIT 1",
+                                  (site,)).fetchone()[0]
+        assert logged == "hnsw"
+    finally:
+        with wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = %s", (crowd_site,))

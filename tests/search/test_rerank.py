@@ -1,0 +1,46 @@
+"""The optional rerank stage behind the provider seam."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pytest
+
+from rag_core.errors import ConfigError
+from rag_core.providers import rerankers
+from rag_core.providers.rerankers import CrossEncoderReranker, build_reranker
+from rag_core.search.service import SearchEngine
+
+
+class ByLength:
+    """Prefers the shortest passage: an order no retrieval score would produce."""
+
+    name = "by-length"
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        return [-float(len(p)) for p in passages]
+
+
+def test_none_is_off_and_names_pick_registry_entries(make_settings) -> None:
+    assert build_reranker(make_settings()) is None
+    assert build_reranker(make_settings(reranker="none")) is None
+    assert isinstance(build_reranker(make_settings(reranker="cross-encoder:/models/x")), CrossEncoderReranker)
+    assert build_reranker(make_settings(reranker="org/some-model")).model_path == "org/some-model"
+
+
+def test_missing_model_is_a_config_error_naming_the_fix(make_settings, tmp_path) -> None:
+    reranker = build_reranker(make_settings(reranker=str(tmp_path / "no-model-here")))
+    with pytest.raises(ConfigError) as info:
+        reranker.score("q", ["p"])
+    assert "RAG_RERANKER" in info.value.message and "RAG_RERANKER=none" in info.value.message
+
+
+def test_rerank_stage_reorders_documents(wb, corpus_site, make_settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(rerankers.RERANKERS, "by-length", lambda settings, model: ByLength())
+    engine = SearchEngine(wb.db, make_settings(reranker="by-length"), lambda: wb.embedder, lambda: None)
+    plain = wb.search_engine.search("fire alarm", site_id=corpus_site, limit=5, use_cache=False)
+    reranked = engine.search("fire alarm", site_id=corpus_site, limit=5, use_cache=False)
+    lengths = [len(r["context_chunks"][0]["text"]) for r in reranked["results"]]
+    assert lengths == sorted(lengths) and "rerank_score" in reranked["results"][0]
+    assert reranked["total_results"] == plain["total_results"]
+    assert [r["file_path"] for r in reranked["results"]] != [r["file_path"] for r in plain["results"]]
