@@ -61,3 +61,11 @@ def site(wb, request: pytest.FixtureRequest) -> str:
     yield site_id
     with wb.db.connection() as conn:
         conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path) -> None:
+    """CLI commands open the test database; no developer .env is read."""
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)

@@ -13,13 +13,6 @@ from rag_core.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> None:
-    monkeypatch.setenv("DATABASE_URL", pg_url)
-    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)  # no developer .env is read
-
-
 def test_ingest_status_delete_roundtrip(cli_env, site, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -77,4 +77,4 @@ def test_data_dir_inside_root_is_refused_with_a_fix(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         return  # the rule only concerns root, whose home the server's user cannot enter
     with pytest.raises(ConfigError, match="outside /root"):
-        embedded_server_uri(Path("/root/rag-data-test"))
+        embedded_server_uri(Path("/root") / "rag-data-test")

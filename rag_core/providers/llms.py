@@ -130,7 +130,7 @@ class OpenAICompatibleLLM(LLM):
 
     @property
     def where(self) -> str:
-        return self.base_url or "OpenAI (api.openai.com)"
+        return self.base_url or "OpenAI's hosted API"
 
     def describe(self) -> str:
         return f"model '{self.model}' at {self.where}"

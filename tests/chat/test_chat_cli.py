@@ -14,10 +14,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path, wb) -> None:
-    monkeypatch.setenv("DATABASE_URL", pg_url)
-    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)  # no developer .env is read
+def cli_env(cli_env, wb) -> None:
+    """The shared CLI environment, with the default CLI conversation emptied."""
     wb.chat_reset(DEFAULT_SESSION)
     yield
     wb.chat_reset(DEFAULT_SESSION)

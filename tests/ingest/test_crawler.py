@@ -24,16 +24,6 @@ from rag_core.settings import RagSettings
 UA = "RAG-Workbench-Test/1.0 (+https://example.invalid/bot)"
 
 
-@pytest.fixture(scope="module")
-def server() -> Any:
-    with serve() as httpd:
-        yield httpd
-
-
-@pytest.fixture
-def srv(server: Any) -> Any:
-    server.state.reset()
-    return server
 
 
 def make_settings(**overrides: Any) -> RagSettings:

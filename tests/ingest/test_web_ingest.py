@@ -25,16 +25,6 @@ LAST_MODIFIED = "Wed, 01 May 2024 10:00:00 GMT"
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def server() -> Any:
-    with serve() as httpd:
-        yield httpd
-
-
-@pytest.fixture
-def srv(server: Any) -> Any:
-    server.state.reset()
-    return server
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,13 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path, wb) -> None:
-    """DATABASE_URL = the test database; each command's Workbench reuses the loaded embedder."""
+def cli_env(cli_env, monkeypatch: pytest.MonkeyPatch, pg_url: str, wb) -> None:
+    """The shared CLI environment; each command's Workbench reuses the loaded embedder."""
     import rag_core.cli as cli
     from rag_core.db.database import Database
     from rag_core.settings import load_settings
     from rag_core.workbench import Workbench
 
-    monkeypatch.setenv("DATABASE_URL", pg_url)
-    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)  # no developer .env is read
 
     def workbench() -> Workbench:
         fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
