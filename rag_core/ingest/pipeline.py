@@ -25,7 +25,7 @@ from rag_core.textproc import detect_language, embedding_input, fts_text
 SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache",
              ".pytest_cache", ".ipynb_checkpoints", ".tox", "site-packages"}
 # Bumped when loaders or chunking change in a way that should re-chunk unchanged files.
-PIPELINE_VERSION = "1"
+PIPELINE_VERSION = "2"
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from rag_core.textproc import FTS_CONFIG
 
 MAX_SUGGESTIONS = 3
+LOG_WINDOW = 1000  # recent searches of a site that suggestions are drawn from
 _WORD = re.compile(r"[^\W\d_][\w'-]{2,}", re.UNICODE)
 _CJK_TERM = re.compile(r"[\u30A0-\u30FF\u30FC]{3,}|[\u3400-\u4DBF\u4E00-\u9FFF]{2,}")
 
@@ -22,17 +23,22 @@ def from_query_log(conn: Any, query: str, site_id: str | None, terms: Sequence[s
     """Earlier successful queries of the same site sharing at least one of this query's rare terms."""
     if not terms or limit <= 0:
         return []
+    # The site's recent successful searches only: bounded work however long the log grows.
     rows = conn.execute(
         f"""
+        WITH recent AS (
+            SELECT query, params, created_at FROM query_log
+            WHERE {_site_clause(site_id)} AND error_code IS NULL AND result_count > 0
+            ORDER BY created_at DESC LIMIT %(window)s
+        )
         SELECT min(query) AS q, count(*) AS n, max(created_at) AS last
-        FROM query_log
-        WHERE {_site_clause(site_id)} AND error_code IS NULL AND result_count > 0
-          AND params -> 'terms' ?| %(terms)s AND lower(query) <> lower(%(query)s)
+        FROM recent
+        WHERE params -> 'terms' ?| %(terms)s AND lower(query) <> lower(%(query)s)
         GROUP BY lower(query)
         ORDER BY n DESC, last DESC
         LIMIT %(limit)s
         """,
-        {"site": site_id, "terms": list(terms), "query": query, "limit": limit},
+        {"site": site_id, "terms": list(terms), "query": query, "limit": limit, "window": LOG_WINDOW},
     ).fetchall()
     return [r[0] for r in rows]
 
