@@ -88,15 +88,7 @@ def _retype_embedding_column(conn: psycopg.Connection, dim: int) -> None:
 
 def existing_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str, tuple[str, str]]:
     """source -> (content_hash, chunking signature) for the sources already stored."""
-    if not sources:
-        return {}
-    with db.connection() as conn:
-        rows = conn.execute(
-            "SELECT source, content_hash, coalesce(metadata->>'chunking', '') FROM documents "
-            "WHERE site_id = %s AND source = ANY(%s)",
-            (site_id, list(sources)),
-        ).fetchall()
-    return {r[0]: (r[1], r[2]) for r in rows}
+    return {src: (v["content_hash"], v["chunking"] or "") for src, v in web_versions(db, site_id, sources).items()}
 
 
 _UPSERT = """
@@ -318,7 +310,7 @@ def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any
 
 
 def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """source -> {content_hash, chunking, etag, last_modified} of stored pages (crawl validators)."""
+    """source -> {content_hash, chunking, etag, last_modified} of stored sources (crawl validators included)."""
     if not sources:
         return {}
     with db.connection() as conn:
