@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# Debian packages the tests use: a real Redis for the shared rate limiter and cache, and a real
+# Chromium for the browser pass over the Streamlit pages.
+SYSTEM_PACKAGES := redis-server chromium chromium-driver
 
-.PHONY: run test install install-dev eval lint clean-venv
+.PHONY: run serve mcp test install install-dev system-deps eval lint clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is required"'
@@ -15,17 +18,40 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[dev,torch]'
+	$(PIP) install -e '.[dev,torch,eval]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# Installs the Debian packages above when one is missing (needs root or sudo; says so otherwise).
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || missing="$$missing chromium chromium-driver"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+	    echo "Missing:$$missing. Install them with your package manager (Debian: apt-get install$$missing)."; exit 1; fi; \
+	  echo "Installing$$missing (Debian packages) ..."; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
 run: $(VENV)/.installed
 	$(BIN)/streamlit run app.py --server.headless true --server.address 127.0.0.1 --browser.gatherUsageStats false
 
-test: $(VENV)/.installed-dev
+serve: $(VENV)/.installed
+	$(BIN)/rag serve
+
+mcp: $(VENV)/.installed
+	$(BIN)/rag mcp
+
+test: $(VENV)/.installed-dev system-deps
 	$(BIN)/python -m pytest -q
+
+# Runs every notebook on the full evaluation sets and writes eval/results/*.json and the charts.
+eval: $(VENV)/.installed-dev
+	RAG_EVAL_SAMPLE=0 RAGAS_DO_NOT_TRACK=true $(BIN)/python eval/run_notebooks.py
 
 clean-venv:
 	rm -rf $(VENV)
