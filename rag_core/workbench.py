@@ -280,6 +280,12 @@ class Workbench:
 
         return sessions.list_sessions(self.db, site_id, user_id, limit)
 
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """One chat session (id, site_id, user_id, title, created_at, updated_at), or None."""
+        from rag_core.chat import sessions
+
+        return sessions.get_session(self.db, session_id)
+
     def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> dict[str, Any]:
         """Store an external workflow's message (seed 003: role 'user' or 'ai') for one user on one site."""
         from rag_core.chat import sessions

@@ -19,7 +19,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from rag_core.db.database import Database
 from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.rerankers import Reranker, build_reranker
-from rag_core.search.cache import SearchCache
+from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, highlight_texts
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
 from rag_core.search.querylog import log_search, search_metrics
@@ -61,7 +61,7 @@ class SearchEngine:
         self._embedder = embedder
         self._check_store = check_store
         self.fusion = fusion
-        self.cache = SearchCache(settings.search_cache_ttl_sec)
+        self.cache = build_search_cache(settings)
         self._reranker: Any = _UNSET
 
     @property

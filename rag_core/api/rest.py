@@ -1,0 +1,412 @@
+"""The REST service (seeds 003 and 001): a thin FastAPI adapter over the Workbench.
+
+Every endpoint authenticates (except /health), counts against the caller's rate limit, checks
+the caller's sites and calls one Workbench method. Errors are mapped in one place
+(`_install_error_handlers`) to seed 001's body; no stack trace reaches a client.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, AsyncIterator
+
+import psycopg
+from fastapi import Depends, FastAPI, Path, Query, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rag_core.api import schemas as s
+from rag_core.api.auth import DENIED, KeyRing, Principal
+from rag_core.api.ratelimit import RateLimiter
+from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+from rag_core.errors import DatabaseError, InvalidInput, LoaderError, NotFound, RagError, RateLimited, Unauthorized
+from rag_core.settings import RagSettings, load_settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SITE = "default"
+DESCRIPTION = """\
+Documents, search, chat and chat-history memory over one RAG workbench store (PostgreSQL + pgvector).
+
+**Keys.** Send `Authorization: Bearer <key>` or `X-API-Key: <key>`. Each key of `RAG_API_KEYS`
+(`k1=site_a|site_b,k2=*`) may use only its sites; `RAG_ADMIN_API_KEY` may use every site and is the
+only key for deletes and the retention cleanup. With no key configured the service runs open, and
+only on loopback. `/health` needs no key.
+
+**Errors** always have the shape `{"success": false, "error": {"code", "message", "details"}}`.
+**Rate limit**: `RAG_RATE_LIMIT` per key; over it, HTTP 429 `RATE_LIMIT` with `Retry-After`.
+"""
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from RAG_API_KEYS or RAG_ADMIN_API_KEY.")
+_header_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, as a header.")
+
+
+# ----- access -----
+def _client(request: Request) -> str:
+    return f"ip:{request.client.host if request.client else 'unknown'}"
+
+
+def get_caller(request: Request,
+               bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None,
+               header_key: Annotated[str | None, Security(_header_key)] = None) -> Principal:
+    """Authenticate the key and count the request against the caller's rate limit."""
+    keys: KeyRing = request.app.state.keys
+    limiter: RateLimiter = request.app.state.limiter
+    token = header_key or (bearer.credentials if bearer else None)
+    try:
+        caller = keys.authenticate(token)
+    except Unauthorized:
+        limiter.hit(_client(request))  # guessing keys is limited per address
+        raise
+    limiter.hit(_client(request) if keys.open else caller.identity)
+    return caller
+
+
+def get_workbench(request: Request) -> Any:
+    return request.app.state.workbench
+
+
+Caller = Annotated[Principal, Depends(get_caller)]
+WorkbenchDep = Annotated[Any, Depends(get_workbench)]
+
+
+def _text(value: str | None, name: str) -> str | None:
+    """Query and path text PostgreSQL can store: no NUL, valid UTF-8."""
+    if value is None:
+        return None
+    if "\x00" in value:
+        raise InvalidInput(f"{name} contains a NUL character; remove it.", details={"field": name})
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not valid UTF-8 text.", details={"field": name}) from None
+    return value
+
+
+def _session_for(wb: Any, caller: Principal, session_id: str) -> dict[str, Any]:
+    """The session when the caller may use it; a restricted key gets UNAUTHORIZED whether it exists or not."""
+    session = wb.get_session(session_id)
+    if session is None and caller.sites is None:
+        raise NotFound(f"No chat session '{session_id}'; GET /sessions lists them.")
+    if session is None or not caller.allows(session["site_id"]):
+        raise Unauthorized(DENIED)
+    return session
+
+
+def _since(value: str | None) -> dt.datetime | dt.timedelta | None:
+    from rag_core.chat.retention import parse_duration
+
+    if value is None or not value.strip():
+        return None
+    try:
+        return parse_duration(value)
+    except InvalidInput:
+        pass
+    try:
+        return dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInput(f"since '{value}' is neither a duration (7d, 12h) nor a date (2024-01-31).",
+                           details={"field": "since"}) from None
+
+
+# ----- errors: the one place they are mapped -----
+def _error(status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+           ) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse({"success": False, "error": jsonable_encoder(body)}, status_code=status, headers=headers)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RagError)
+    async def rag_error(request: Request, exc: RagError) -> JSONResponse:
+        headers = None
+        if isinstance(exc, RateLimited) and isinstance(exc.details, dict):
+            headers = {"Retry-After": str(exc.details.get("retry_after", 1))}
+        if exc.status >= 500:
+            log.error("%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
+        return JSONResponse(jsonable_encoder(exc.to_dict()), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        code = "INVALID_QUERY" if request.url.path == "/search" else "INVALID_INPUT"
+        problems = [{"field": _field(tuple(e.get("loc", ()))), "problem": e.get("msg", "invalid")}
+                    for e in exc.errors()]
+        first = problems[0] if problems else {"field": "body", "problem": "invalid"}
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        message = f"{first['field']}: {first['problem']}{more}. See /docs for the request body."
+        return _error(400, code, message, problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return _error(404, "NOT_FOUND", f"No endpoint {request.method} {request.url.path}; /docs lists them.")
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            return _error(405, "METHOD_NOT_ALLOWED",
+                          f"{request.method} is not allowed on {request.url.path}; use {allow or 'another method'}.",
+                          headers=exc.headers)
+        return _error(exc.status_code, f"HTTP_{exc.status_code}", str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(psycopg.Error)
+    async def database_error(request: Request, exc: psycopg.Error) -> JSONResponse:
+        log.error("%s %s: database error %s", request.method, request.url.path, type(exc).__name__)
+        err = DatabaseError("The database failed; check that PostgreSQL is running (`rag status`) and retry.",
+                            details={"reason": type(exc).__name__})
+        return JSONResponse(err.to_dict(), status_code=err.status)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("%s %s failed (incident %s)", request.method, request.url.path, incident)
+        return _error(500, "INTERNAL", f"The server failed on this request; it is logged as incident {incident}.",
+                      {"incident": incident})
+
+
+def _document_openapi(app: FastAPI) -> None:
+    """Every operation documents the error bodies it can return (400 instead of FastAPI's 422)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (s.ErrorResponse, s.ErrorDetail):
+            components[model.__name__] = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.pop(name, None)
+        ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}}
+        reasons = {"400": "Invalid input (INVALID_QUERY on /search, INVALID_INPUT elsewhere).",
+                   "401": "Missing or wrong key, or a key used on another site's data (UNAUTHORIZED).",
+                   "429": "Over the key's rate limit (RATE_LIMIT); see the Retry-After header.",
+                   "500": "Unexpected failure (INTERNAL); no stack trace is returned.",
+                   "503": "Database or index unavailable (DATABASE_ERROR, INDEX_UNAVAILABLE)."}
+        for path, ops in schema.get("paths", {}).items():
+            for op in ops.values():
+                responses = op.setdefault("responses", {})
+                responses.pop("422", None)
+                wanted = ("500",) if path == "/health" else tuple(reasons)
+                for status in wanted:
+                    responses.setdefault(status, {"description": reasons[status], **ref})
+                for status, resp in responses.items():
+                    if status[0] in "45" and "content" not in resp:
+                        resp.update(ref)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "description": "Nothing to delete"}}
+_ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
+
+
+def create_app(settings: RagSettings | None = None, workbench: Any = None, *, run_scheduler: bool = True) -> FastAPI:
+    """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to."""
+    settings = settings or (workbench.settings if workbench is not None else load_settings())
+    keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
+    limiter = RateLimiter(settings.rate_limit, settings.redis_url)
+    parse_purge_time(settings.retention_time)  # a bad time stops the start, not the first purge
+    owned = workbench is None
+    if owned:
+        from rag_core import open_workbench
+
+        workbench = open_workbench(settings)
+    if keys.open:
+        log.warning("No API key configured (RAG_API_KEYS, RAG_ADMIN_API_KEY): every caller has full access. "
+                    "This is allowed on loopback only.")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
+            if owned:
+                workbench.close()
+
+    app = FastAPI(title="RAG workbench service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.workbench = workbench
+    app.state.keys = keys
+    app.state.limiter = limiter
+    app.state.settings = settings
+    _install_error_handlers(app)
+    _document_openapi(app)
+    _routes(app)
+    return app
+
+
+def create_worker_app() -> FastAPI:
+    """The app of one of several uvicorn workers: `rag serve` runs the daily purge once, in the supervisor."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    return create_app(run_scheduler=False)
+
+
+def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoint
+    @app.get("/health", response_model=s.HealthOut, tags=["service"], summary="Liveness (no key needed)")
+    def health() -> dict[str, str]:
+        """The service is up."""
+        return {"status": "ok"}
+
+    # ----- seed 003: documents, chat memory, context -----
+    @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],
+              summary="Add or replace a document",
+              responses={200: {"model": s.DocumentOut, "description": "The source existed: replaced or unchanged"},
+                         422: {"model": s.ErrorResponse, "description": "The text could not be indexed"}})
+    def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep) -> Any:
+        """Chunk, embed and store a document; the same source again replaces it (201 new, 200 replaced)."""
+        caller.require_site(body.site_id)
+        outcome = wb.ingest_text(body.source, body.content, site_id=body.site_id, title=body.title)
+        if outcome.status == "failed":
+            raise LoaderError(f"'{body.source}' could not be indexed: {outcome.reason}", details={"source": body.source})
+        out = {"id": outcome.document_id, "site_id": body.site_id, "source": outcome.source,
+               "status": outcome.status, "chunks": outcome.chunks}
+        return JSONResponse(out, status_code=201 if outcome.status == "indexed" else 200)
+
+    @app.delete("/documents", response_model=s.DeletedDocuments, tags=["documents"], summary="Delete a document",
+                description=_ADMIN, responses=_ERRORS)
+    def delete_document(caller: Caller, wb: WorkbenchDep,
+                        source: Annotated[str, Query(min_length=1, max_length=2000, description="Source to delete.")],
+                        site_id: Annotated[str | None, Query(max_length=200, description="Only in this site.")] = None
+                        ) -> dict[str, Any]:
+        """Delete a source with its chunks (admin key)."""
+        caller.require_admin()
+        result = wb.delete_source(_text(source, "source"), site_id=_text(site_id, "site_id"))
+        if not result["documents"]:
+            raise NotFound(f"No document with source '{source}'; GET /status lists the sources per site.")
+        return {"source": source, **result}
+
+    @app.post("/chat-messages", status_code=201, response_model=s.ChatMessageOut, tags=["chat memory"],
+              summary="Store a chat message")
+    def add_chat_message(body: s.ChatMessageIn, caller: Caller, wb: WorkbenchDep) -> dict[str, Any]:
+        """Store one message of a user on a site (role 'user' or 'ai') for the context and the 30-day history."""
+        caller.require_site(body.site_id)
+        message = wb.add_chat_message(body.user_id, body.site_id, body.role, body.message)
+        return {k: message[k] for k in ("id", "session_id", "site_id", "user_id", "role", "content")} | {
+            "created_at": message["created_at"].isoformat()}
+
+    @app.post("/retrieve-context", response_model=s.ContextOut, tags=["chat memory"], summary="Context for a query")
+    def retrieve_context(body: s.RetrieveContextIn, caller: Caller, wb: WorkbenchDep) -> dict[str, str]:
+        """The site's relevant knowledge and the user's recent messages there, as one formatted string."""
+        caller.require_site(body.site_id)
+        return {"context": wb.retrieve_context(body.user_id, body.site_id, body.query, k=body.k)}
+
+    @app.delete("/chat-messages/cleanup", response_model=s.PurgeSummary, tags=["chat memory"],
+                summary="Purge old chat messages", description=_ADMIN)
+    def cleanup(caller: Caller, wb: WorkbenchDep,
+                older_than_days: Annotated[float | None, Query(gt=0, le=36500, description=(
+                    "Age limit in days (default RAG_RETENTION_DAYS)."))] = None,
+                dry_run: Annotated[bool, Query(description="Count only; delete nothing.")] = False) -> dict[str, Any]:
+        """Delete messages older than the retention policy and sessions left empty; returns the audited summary."""
+        caller.require_admin()
+        older = dt.timedelta(days=older_than_days) if older_than_days is not None else None
+        summary = wb.purge_chat_history(older_than=older, dry_run=dry_run, triggered_by="api")
+        log.info("Retention purge via API: %s messages, %s sessions (dry run %s).",
+                 summary["messages_deleted"], summary["sessions_deleted"], summary["dry_run"])
+        return jsonable_encoder(summary)
+
+    # ----- seed 001: search -----
+    @app.post("/search", response_model=s.SearchOut, tags=["search"], summary="Search documents")
+    def search(body: s.SearchIn, caller: Caller, wb: WorkbenchDep) -> Any:
+        """Hybrid, semantic or full-text search with filters, facets, highlights and suggestions (seed 001)."""
+        site = caller.site_for(body.site_id)
+        dates = body.date_range or s.DateRange()
+        result = wb.search(body.query, mode=body.search_mode, limit=body.limit, page=body.page,
+                           types=body.document_types, date_from=dates.from_, date_to=dates.to,
+                           source=body.source_filter, site_id=site, include_context=body.include_context,
+                           max_chunks=body.max_chunks, user_id=body.user_id)
+        return JSONResponse(result)
+
+    # ----- chat -----
+    @app.post("/chat", response_model=s.ChatTurnOut, tags=["chat"], summary="One chat turn")
+    def chat(body: s.ChatIn, caller: Caller, wb: WorkbenchDep) -> Any:
+        """Answer with the session's history and the documents; the answer carries its sources."""
+        site = caller.site_for(body.site_id)
+        if body.session_id and caller.sites is not None:
+            session = wb.get_session(body.session_id)
+            if session is not None and not caller.allows(session["site_id"]):
+                raise Unauthorized(DENIED)
+        turn = wb.chat(body.message, session_id=body.session_id, k=body.k, site_id=site, user_id=body.user_id,
+                       resource_name=body.resource_name)
+        return JSONResponse(jsonable_encoder(turn.to_dict()))
+
+    @app.get("/sessions", response_model=s.SessionsOut, tags=["chat"], summary="List chat sessions")
+    def list_sessions(caller: Caller, wb: WorkbenchDep,
+                      site_id: Annotated[str | None, Query(max_length=200)] = None,
+                      user_id: Annotated[str | None, Query(max_length=200)] = None,
+                      limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+        """Sessions, most recently active first, with message counts."""
+        site = caller.site_for(_text(site_id, "site_id"))
+        return {"sessions": jsonable_encoder(wb.list_sessions(site_id=site, user_id=_text(user_id, "user_id"),
+                                                               limit=limit))}
+
+    @app.get("/sessions/{session_id}/messages", response_model=s.MessagesOut, tags=["chat"],
+             summary="A session's messages", responses={404: {"model": s.ErrorResponse, "description": "No session"}})
+    def session_messages(caller: Caller, wb: WorkbenchDep,
+                         session_id: Annotated[str, Path(min_length=1, max_length=200)],
+                         limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> Any:
+        """The last `limit` messages, oldest first; answers with their sources."""
+        _session_for(wb, caller, _text(session_id, "session_id"))
+        return {"session_id": session_id, "messages": jsonable_encoder(wb.chat_history(session_id, limit))}
+
+    @app.delete("/sessions/{session_id}", response_model=s.SessionDeleted, tags=["chat"], summary="Delete a session",
+                description=_ADMIN, responses=_ERRORS)
+    def delete_session(caller: Caller, wb: WorkbenchDep,
+                       session_id: Annotated[str, Path(min_length=1, max_length=200)]) -> dict[str, Any]:
+        """Forget a session and its messages (admin key)."""
+        caller.require_admin()
+        result = wb.chat_reset(_text(session_id, "session_id"))
+        if not result["sessions"]:
+            raise NotFound(f"No chat session '{session_id}'; GET /sessions lists them.")
+        return {"session_id": session_id, **result}
+
+    # ----- web -----
+    @app.post("/crawl", response_model=s.WebReportOut, tags=["web"], summary="Ingest the pages an index links to")
+    def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep) -> Any:
+        """Fetch an index page and ingest its linked pages matching `pattern` (RAG_ALLOWED_DOMAINS applies)."""
+        site = caller.site_for(body.site_id) or DEFAULT_SITE
+        report = wb.ingest_index(body.index_url, body.pattern, site_id=site)
+        return JSONResponse(jsonable_encoder(report.to_dict()))
+
+    @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page")
+    def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep) -> Any:
+        """Fetch and ingest one page (the crawl policy applies)."""
+        site = caller.site_for(body.site_id) or DEFAULT_SITE
+        return JSONResponse(jsonable_encoder(wb.ingest_url(body.url, site_id=site).to_dict()))
+
+    # ----- status -----
+    @app.get("/status", tags=["service"], summary="Store status")
+    def status(caller: Caller, wb: WorkbenchDep,
+               site_id: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
+        """Documents, chunks, sources, embedder, dimension and database size (of the key's site)."""
+        site = caller.site_for(_text(site_id, "site_id"))
+        info = wb.status(site_id=site)
+        if caller.sites is not None:
+            for private in ("data_dir", "database"):  # the server's layout is not a site's business
+                info.pop(private, None)
+        return jsonable_encoder(info)
+
+    @app.get("/metrics/search", tags=["service"], summary="Search metrics")
+    def metrics(caller: Caller, wb: WorkbenchDep,
+                site_id: Annotated[str | None, Query(max_length=200)] = None,
+                since: Annotated[str | None, Query(max_length=40, description="7d, 12h or a date")] = None
+                ) -> dict[str, Any]:
+        """Searches, errors, zero results, average and p95 latency, popular queries, per day."""
+        site = caller.site_for(_text(site_id, "site_id"))
+        return jsonable_encoder(wb.search_metrics(site_id=site, since=_since(_text(since, "since"))))

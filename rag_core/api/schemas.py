@@ -1,0 +1,254 @@
+"""Request and response bodies of the REST service (seeds 003 and 001), with OpenAPI examples.
+
+Search parameters carry their limits in the schema but the Workbench enforces them, so a limit
+of 51 gets the same INVALID_QUERY message over REST, MCP and the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Body(BaseModel):
+    """Unknown fields are refused: a misspelt option must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable_text(cls, value: Any) -> Any:
+        """Text PostgreSQL can store: no NUL character, no lone surrogate from a JSON escape."""
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                if "\x00" in item:
+                    raise ValueError("contains a NUL character; remove it")
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError("is not valid UTF-8 text (a lone surrogate escape)") from None
+        return value
+
+
+# ----- errors (seed 001) -----
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable error code: INVALID_QUERY, INVALID_INPUT, UNAUTHORIZED, RATE_LIMIT, "
+                                  "NOT_FOUND, METHOD_NOT_ALLOWED, INDEX_UNAVAILABLE, DATABASE_ERROR, INTERNAL...")
+    message: str = Field(description="What went wrong and how to fix it; safe to show a user.")
+    details: Any = Field(default=None, description="Field names, allowed values, retry_after...")
+
+
+class ErrorResponse(BaseModel):
+    success: Literal[False] = False
+    error: ErrorDetail
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "success": False,
+        "error": {"code": "INVALID_QUERY", "message": "limit is 51; choose 1-50.",
+                  "details": {"field": "limit", "value": 51, "allowed": "1-50"}}}]})
+
+
+# ----- seed 003 -----
+class DocumentIn(Body):
+    site_id: str = Field(min_length=1, max_length=200, description="Site (tenant) the document belongs to.")
+    source: str = Field(min_length=1, max_length=2000, description="File name or URL; the same source again "
+                                                                    "replaces the stored document.")
+    content: str = Field(min_length=1, description="The document's full text.")
+    title: str | None = Field(default=None, max_length=500, description="Title (default: from the text).")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "site_id": "site_a", "source": "handbook/fire-safety.md",
+        "content": "Buildings must have automatic fire alarm systems. Evacuation routes are at least 1.2 m wide."}]})
+
+
+class DocumentOut(BaseModel):
+    id: int | None = Field(description="The stored document's id.")
+    site_id: str
+    source: str
+    status: str = Field(description="indexed (new), updated (replaced) or unchanged (same text as stored).")
+    chunks: int = Field(description="Chunks written by this call (0 when unchanged).")
+
+
+class DeletedDocuments(BaseModel):
+    source: str
+    documents: int
+    chunks: int
+
+
+class ChatMessageIn(Body):
+    user_id: str = Field(min_length=1, max_length=200, description="The user (e.g. the JWT `sub` claim).")
+    site_id: str = Field(min_length=1, max_length=200)
+    role: str = Field(description="'user' or 'ai'.", json_schema_extra={"enum": ["user", "ai"]})
+    message: str = Field(min_length=1, description="The message text.")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "user_id": "u-42", "site_id": "site_a", "role": "user", "message": "Which fire alarm do we need?"}]})
+
+
+class ChatMessageOut(BaseModel):
+    id: int
+    session_id: str
+    site_id: str | None
+    user_id: str | None
+    role: str
+    content: str
+    created_at: str
+
+
+class RetrieveContextIn(Body):
+    user_id: str = Field(min_length=1, max_length=200)
+    site_id: str = Field(min_length=1, max_length=200)
+    query: str = Field(min_length=1, description="The user's current message.")
+    k: int = Field(default=5, ge=1, le=50, description="Knowledge chunks to include.")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "user_id": "u-42", "site_id": "site_a", "query": "How wide must evacuation routes be?"}]})
+
+
+class ContextOut(BaseModel):
+    context: str = Field(description="Formatted knowledge fragments and the user's recent messages on the site.")
+
+
+class PurgeSummary(BaseModel):
+    audit_id: int
+    ran_at: str
+    older_than_days: float
+    cutoff: str
+    dry_run: bool
+    messages_deleted: int
+    sessions_deleted: int
+    oldest_remaining: str | None
+    duration_ms: float
+    triggered_by: str
+
+
+# ----- search (seed 001) -----
+class DateRange(Body):
+    from_: str | None = Field(default=None, alias="from", description="First day, YYYY-MM-DD.",
+                              json_schema_extra={"format": "date"})
+    to: str | None = Field(default=None, description="Last day, YYYY-MM-DD.", json_schema_extra={"format": "date"})
+
+
+class SearchIn(Body):
+    query: str = Field(description="Natural-language query.", json_schema_extra={"minLength": 1, "maxLength": 500})
+    limit: int = Field(default=10, description="Results per page.", json_schema_extra={"minimum": 1, "maximum": 50})
+    page: int = Field(default=1, description="Page of results.", json_schema_extra={"minimum": 1})
+    document_types: list[str] = Field(default_factory=list, description="pdf, docx, xlsx, txt, md, csv, html.")
+    date_range: DateRange | None = None
+    source_filter: str | None = Field(default=None, description="Path or URL prefix, or any part of the path.")
+    include_context: bool = True
+    max_chunks: int = Field(default=3, description="Context chunks per document.",
+                            json_schema_extra={"minimum": 1, "maximum": 10})
+    search_mode: str = Field(default="hybrid", json_schema_extra={"enum": ["semantic", "fulltext", "hybrid"]})
+    site_id: str | None = Field(default=None, description="One site (default: the key's only site; for an "
+                                                          "all-sites key every site except eval:*).")
+    user_id: str | None = Field(default=None, description="Written to the query log.")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "query": "требования к пожарной безопасности", "limit": 5, "document_types": ["pdf", "docx"],
+        "date_range": {"from": "2024-01-01", "to": "2024-12-31"}, "search_mode": "hybrid", "site_id": "site_a"}]})
+
+
+class ContextChunk(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    chunk_index: int
+    text: str
+    page_number: int | None
+    relevance_score: float
+
+
+class SearchResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    title: str | None
+    file_path: str
+    file_type: str | None
+    file_size: str
+    created_at: str | None
+    updated_at: str | None
+    relevance_score: float
+    highlights: list[str]
+    context_chunks: list[ContextChunk]
+
+
+class SearchOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    success: Literal[True] = True
+    query: str
+    total_results: int
+    search_time: str
+    results: list[SearchResult]
+    facets: dict[str, dict[str, int]]
+    suggestions: list[str]
+
+
+# ----- chat -----
+class ChatIn(Body):
+    message: str = Field(min_length=1, description="The question.")
+    session_id: str | None = Field(default=None, max_length=200, description="Conversation id; omitted starts one.")
+    k: int = Field(default=5, ge=1, le=50, description="Passages to retrieve.")
+    site_id: str | None = Field(default=None, max_length=200)
+    user_id: str | None = Field(default=None, max_length=200)
+    resource_name: str | None = Field(default=None, max_length=200, description="Agent instruction to use.")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "message": "Where is hybrid search implemented?", "session_id": "s1", "site_id": "site_a"}]})
+
+
+class ChatTurnOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    session_id: str
+    question: str
+    answer: str
+    sources: list[dict[str, Any]]
+    context: dict[str, Any]
+    flags: dict[str, Any]
+
+
+class SessionsOut(BaseModel):
+    sessions: list[dict[str, Any]]
+
+
+class MessagesOut(BaseModel):
+    session_id: str
+    messages: list[dict[str, Any]]
+
+
+class SessionDeleted(BaseModel):
+    session_id: str
+    sessions: int
+    messages: int
+
+
+# ----- web -----
+class CrawlIn(Body):
+    index_url: str = Field(min_length=1, max_length=2000, description="Index page whose links are ingested (depth 1).")
+    pattern: str = Field(default="", max_length=500, description="Regex the linked URLs must match.")
+    site_id: str | None = Field(default=None, max_length=200)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "index_url": "https://docs.example.com/guide/", "pattern": r"/guide/.+", "site_id": "site_a"}]})
+
+
+class PageIn(Body):
+    url: str = Field(min_length=1, max_length=2000)
+    site_id: str | None = Field(default=None, max_length=200)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "url": "https://docs.example.com/guide/install.html", "site_id": "site_a"}]})
+
+
+class WebReportOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    index_url: str | None
+    pages_found: int
+    pages_ingested: int
+    unchanged: int
+    chunks: int
+    errors: list[dict[str, Any]]
+    duration_s: float
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"] = "ok"

@@ -1,0 +1,57 @@
+"""`rag serve`: the REST service under uvicorn, on loopback unless told otherwise."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from rag_core.cli import app, console, run_safely
+
+
+def configure_logging() -> None:
+    """The service's own messages (purge summaries, warnings) on stderr beside uvicorn's."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+
+
+@app.command()
+@run_safely
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; beyond loopback needs API keys."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64,
+                                help="Worker processes; set RAG_REDIS_URL to share rate limits and the cache."),
+) -> None:
+    """Start the REST service (FastAPI): documents, search, chat, context; OpenAPI at /docs."""
+    import uvicorn
+
+    from rag_core.api.auth import KeyRing, check_bind
+    from rag_core.api.ratelimit import RateLimiter
+    from rag_core.api.rest import create_app
+    from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+    from rag_core.settings import load_settings
+
+    configure_logging()
+    settings = load_settings()
+    check_bind(host, KeyRing.from_settings(settings.api_keys, settings.admin_api_key))
+    console.print(f"REST service on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s); "
+                  f"rate limit {settings.rate_limit or 'off'} per key, "
+                  f"{'shared through Redis' if settings.redis_url else 'kept in the process'}.")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        return
+    if not settings.redis_url:
+        console.print(f"[yellow]Without RAG_REDIS_URL each of the {workers} workers keeps its own rate-limit "
+                      "counters and search cache: a key may make up to N times the limit.[/yellow]")
+    RateLimiter(settings.rate_limit, settings.redis_url)  # a bad limit or a dead Redis stops us before forking
+    parse_purge_time(settings.retention_time)
+    from rag_core import open_workbench
+
+    # The daily purge runs once, here in the supervisor, rather than once per worker.
+    with open_workbench(settings) as wb:
+        scheduler = start_retention_scheduler(wb, settings.retention_time)
+        try:
+            uvicorn.run("rag_core.api.rest:create_worker_app", factory=True, host=host, port=port, workers=workers,
+                        log_level="info")
+        finally:
+            scheduler.shutdown(wait=False)

@@ -1,0 +1,173 @@
+"""Every REST endpoint through TestClient against the real store: bodies and status codes of seeds 003 and 001."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from conftest import ADMIN, KEY_A, KEY_ALL, SITE_A, auth, variant
+from crawl_server import base_url, serve
+
+
+def test_health_needs_no_key(client):
+    response = client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_document_created_replaced_and_deleted(client, wb):
+    source = f"notes/{uuid.uuid4().hex[:8]}.md"
+    body = {"site_id": SITE_A, "source": source, "content": "The staircase handrail must be 900 mm high."}
+    created = client.post("/documents", json=body, headers=auth(KEY_A))
+    assert created.status_code == 201
+    doc = created.json()
+    assert doc["status"] == "indexed" and doc["chunks"] >= 1 and isinstance(doc["id"], int)
+
+    again = client.post("/documents", json={**body, "content": "The staircase handrail must be 1100 mm high."},
+                        headers=auth(KEY_A))
+    assert again.status_code == 200
+    assert again.json()["status"] == "updated"
+    assert again.json()["id"] == doc["id"]
+    hits = wb.search("staircase handrail height", site_id=SITE_A, mode="fulltext")["results"]
+    assert hits[0]["file_path"] == source
+    assert "1100 mm" in hits[0]["context_chunks"][0]["text"]
+
+    deleted = client.request("DELETE", "/documents", params={"source": source, "site_id": SITE_A},
+                             headers=auth(ADMIN))
+    assert deleted.status_code == 200
+    assert deleted.json()["documents"] == 1 and deleted.json()["chunks"] >= 1
+    assert not [h for h in wb.search("staircase handrail", site_id=SITE_A, mode="fulltext")["results"]
+                if h["file_path"] == source]
+    missing = client.request("DELETE", "/documents", params={"source": source}, headers=auth(ADMIN))
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_search_gives_the_same_hits_and_scores_as_the_workbench(client, wb):
+    body = {"query": "fire alarm evacuation", "limit": 5, "search_mode": "hybrid", "site_id": SITE_A}
+    response = client.post("/search", json=body, headers=auth(KEY_A))
+    assert response.status_code == 200
+    data = response.json()
+    assert data["success"] is True and data["query"] == "fire alarm evacuation"
+    assert {"total_results", "search_time", "results", "facets", "suggestions"} <= set(data)
+    direct = wb.search_engine.search("fire alarm evacuation", limit=5, mode="hybrid", site_id=SITE_A, use_cache=False)
+    assert [(r["id"], r["relevance_score"], r["score"]) for r in data["results"]] == \
+           [(r["id"], r["relevance_score"], r["score"]) for r in direct["results"]]
+    assert data["results"][0]["file_path"] == "a/fire.md"
+    assert data["results"][0]["context_chunks"][0]["text"]
+
+
+def test_search_options_of_seed_001_reach_the_workbench(client):
+    body = {"query": "budget", "limit": 1, "document_types": ["txt"], "include_context": False,
+            "source_filter": "a/", "search_mode": "fulltext"}
+    data = client.post("/search", json=body, headers=auth(KEY_A)).json()
+    assert [r["file_path"] for r in data["results"]] == ["a/budget.md"]
+    assert data["results"][0]["context_chunks"] == []
+    none = client.post("/search", json={**body, "document_types": ["pdf"]}, headers=auth(KEY_A)).json()
+    assert none["total_results"] == 0 and none["results"] == []
+
+
+def test_chat_messages_and_retrieve_context(client, wb):
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    stored = client.post("/chat-messages", json={"user_id": user, "site_id": SITE_A, "role": "user",
+                                                 "message": "We are planning the school budget."},
+                         headers=auth(KEY_A))
+    assert stored.status_code == 201
+    assert stored.json()["role"] == "user" and stored.json()["site_id"] == SITE_A
+    answer = client.post("/chat-messages", json={"user_id": user, "site_id": SITE_A, "role": "ai",
+                                                 "message": "The budget covers contractors."}, headers=auth(KEY_A))
+    assert answer.status_code == 201 and answer.json()["role"] == "assistant"
+
+    response = client.post("/retrieve-context", json={"user_id": user, "site_id": SITE_A,
+                                                      "query": "What does the project budget cover?"},
+                           headers=auth(KEY_A))
+    assert response.status_code == 200
+    context = response.json()["context"]
+    assert context == wb.retrieve_context(user, SITE_A, "What does the project budget cover?")
+    assert "a/budget.md" in context and "We are planning the school budget." in context
+    assert "Site B" not in context  # another site's knowledge never enters
+
+
+def test_chat_turn_sessions_history_and_delete(client):
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    turn = client.post("/chat", json={"message": "How wide must evacuation routes be?", "session_id": session,
+                                      "site_id": SITE_A}, headers=auth(KEY_A))
+    assert turn.status_code == 200
+    data = turn.json()
+    assert data["session_id"] == session
+    assert data["sources"] and data["sources"][0]["path"] == "a/fire.md"
+    assert "1.2" in data["answer"]
+
+    listed = client.get("/sessions", params={"site_id": SITE_A}, headers=auth(KEY_A)).json()["sessions"]
+    assert session in [s["id"] for s in listed]
+    assert all(s["site_id"] == SITE_A for s in listed)
+    messages = client.get(f"/sessions/{session}/messages", params={"limit": 10}, headers=auth(KEY_A)).json()
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant"]
+    assert messages["messages"][1]["sources"]
+
+    deleted = client.delete(f"/sessions/{session}", headers=auth(ADMIN))
+    assert deleted.status_code == 200 and deleted.json() == {"session_id": session, "sessions": 1, "messages": 2}
+    assert client.get(f"/sessions/{session}/messages", headers=auth(KEY_ALL)).status_code == 404
+
+
+def test_cleanup_purges_with_the_admin_key(client, wb):
+    session = f"old-{uuid.uuid4().hex[:8]}"
+    old = wb.chat_append(session, "user", "an old message")
+    recent = wb.chat_append(session, "user", "a recent message")
+    with wb.db.connection() as conn:
+        conn.execute("UPDATE chat_messages SET created_at = now() - interval '400 days' WHERE id = %s", (old["id"],))
+    dry = client.delete("/chat-messages/cleanup", params={"older_than_days": 365, "dry_run": True},
+                        headers=auth(ADMIN))
+    assert dry.status_code == 200 and dry.json()["dry_run"] is True and dry.json()["messages_deleted"] >= 1
+    assert [m["id"] for m in wb.chat_history(session)] == [old["id"], recent["id"]]
+    done = client.delete("/chat-messages/cleanup", params={"older_than_days": 365}, headers=auth(ADMIN))
+    summary = done.json()
+    assert done.status_code == 200 and summary["messages_deleted"] >= 1 and summary["triggered_by"] == "api"
+    assert [m["id"] for m in wb.chat_history(session)] == [recent["id"]]
+    wb.chat_reset(session)
+
+
+def test_status_and_search_metrics(client):
+    status = client.get("/status", headers=auth(KEY_A)).json()
+    assert status["documents"] >= 2 and set(status["by_site"]) == {SITE_A}
+    assert "data_dir" not in status  # a site key does not learn the server's layout
+    client.post("/search", json={"query": "budget", "site_id": SITE_A}, headers=auth(KEY_A))
+    metrics = client.get("/metrics/search", params={"since": "1d"}, headers=auth(KEY_A))
+    assert metrics.status_code == 200
+    assert metrics.json()["searches"] >= 1
+    bad = client.get("/metrics/search", params={"since": "yesterday"}, headers=auth(KEY_A))
+    assert bad.status_code == 400 and "since" in bad.json()["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def page_server():
+    with serve() as httpd:
+        yield httpd
+
+
+def test_pages_and_crawl_ingest_from_a_real_server(make_client, wb, page_server):
+    site = f"t-api-web-{uuid.uuid4().hex[:6]}"
+    web = variant(wb, allowed_domains=["127.0.0.1"], allow_private_networks=True, crawl_delay_sec=0.0,
+                  crawl_timeout_sec=2.0)
+    client = make_client(workbench=web)
+    root = base_url(page_server)
+    try:
+        page = client.post("/pages", json={"url": f"{root}/articles/a1.html", "site_id": site}, headers=auth(ADMIN))
+        assert page.status_code == 200
+        assert page.json()["pages_ingested"] == 1 and page.json()["chunks"] >= 1
+        crawl = client.post("/crawl", json={"index_url": f"{root}/index.html", "pattern": r"/articles/",
+                                            "site_id": site}, headers=auth(ADMIN))
+        assert crawl.status_code == 200
+        report = crawl.json()
+        assert report["pages_found"] >= 2 and report["pages_ingested"] >= 2 and report["unchanged"] >= 1
+    finally:
+        with wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = %s", (site,))
+
+
+def test_crawl_refused_by_policy_is_a_clear_error(client):
+    response = client.post("/pages", json={"url": "https://example.com/", "site_id": SITE_A}, headers=auth(KEY_A))
+    assert response.status_code == 403
+    error = response.json()["error"]
+    assert error["code"] == "CRAWL_REFUSED" and "RAG_ALLOWED_DOMAINS" in error["message"]
