@@ -1,0 +1,17 @@
+"""`rag mcp`: the MCP server over stdio (Claude Code starts it from .mcp.json)."""
+
+from __future__ import annotations
+
+import rag_core.cli as cli
+from rag_core.cli import app, run_safely
+
+
+@app.command("mcp")
+@run_safely
+def mcp_command() -> None:
+    """Serve the MCP tools (rag_search, search_documents, rag_chat_turn, ...) over stdio until the client quits."""
+    from rag_core.api.mcp_server import run_stdio
+
+    # One Workbench for the server's lifetime: the embedder loads once and every tool shares the pool.
+    with cli._workbench() as wb:
+        run_stdio(wb)
