@@ -126,8 +126,9 @@ def _error(status: int, code: str, message: str, details: Any = None, headers: d
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "body"
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]  # where the value came from; the field name follows
+    return ".".join(str(p) for p in loc) or "body"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -147,7 +148,8 @@ def _install_error_handlers(app: FastAPI) -> None:
                     for e in exc.errors()]
         first = problems[0] if problems else {"field": "body", "problem": "invalid"}
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        message = f"{first['field']}: {first['problem']}{more}. See /docs for the request body."
+        problem = first["problem"].removeprefix("Value error, ")
+        message = f"{first['field']}: {problem}{more}. See /docs for the request body."
         return _error(400, code, message, problems)
 
     @app.exception_handler(StarletteHTTPException)

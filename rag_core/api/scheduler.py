@@ -32,9 +32,9 @@ def run_retention_purge(workbench: Any) -> dict[str, Any]:
     except Exception:
         log.exception("Scheduled retention purge failed; it runs again at the next scheduled time.")
         raise
-    log.info("Retention purge: %s messages and %s empty sessions older than %s days deleted "
+    log.info("Retention purge: %s messages and %s empty sessions older than %g days deleted "
              "(cutoff %s, oldest remaining %s, %.0f ms, audit %s).",
-             summary["messages_deleted"], summary["sessions_deleted"], round(summary["older_than_days"], 3),
+             summary["messages_deleted"], summary["sessions_deleted"], summary["older_than_days"],
              summary["cutoff"], summary["oldest_remaining"], summary["duration_ms"], summary["audit_id"])
     return summary
 
