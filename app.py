@@ -1,39 +1,34 @@
-"""Streamlit workbench entry point: the index status until the full app lands."""
+"""Streamlit workbench: Chat, Search, Ingestion, Retention and Analytics over one cached Workbench."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import streamlit as st
 
-from rag_core import RagError, open_workbench
+# The pages import the shared helpers beside this file, also when a test runner starts the script.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-st.set_page_config(page_title="RAG workbench", page_icon=":mag:", layout="wide")
+import app_ui  # noqa: E402
 
+st.set_page_config(page_title="RAG workbench", page_icon=":material/travel_explore:", layout="wide")
 
-@st.cache_resource
-def workbench():
-    return open_workbench()
+PAGES = [
+    st.Page("pages/chat.py", title="Chat", icon=":material/chat:", default=True),
+    st.Page("pages/search.py", title="Search", icon=":material/search:"),
+    st.Page("pages/ingestion.py", title="Ingestion", icon=":material/upload_file:"),
+    st.Page("pages/retention.py", title="Retention", icon=":material/auto_delete:"),
+    st.Page("pages/analytics.py", title="Analytics", icon=":material/monitoring:"),
+]
+page = st.navigation(PAGES)
 
-
-st.title("RAG workbench")
-try:
-    info = workbench().status()
-except RagError as exc:
-    st.error(f"{exc.message} ({exc.code})")
-    st.stop()
-
-cols = st.columns(4)
-cols[0].metric("Documents", info["documents"])
-cols[1].metric("Chunks", info["chunks"])
-cols[2].metric("Sources", info["sources"])
-cols[3].metric("Database", f"{info['database_bytes'] / 1e6:.1f} MB")
-st.caption(f"Embedder: {info['embedder'] or info['configured_embedder']} "
-           f"({info['dimension'] or '?'} dimensions) · database: {info['database']}")
-if info["embedder_mismatch"]:
-    st.error(info["embedder_mismatch"])
-if info["documents"] == 0:
-    st.info("Nothing indexed yet. Run `rag ingest PATH` (for example `rag ingest README.md docs/`).")
-else:
-    st.subheader("Documents by type")
-    st.bar_chart(info["by_type"])
-    st.subheader("Latest documents")
-    st.dataframe(workbench().documents(limit=50), hide_index=True, use_container_width=True)
+app_ui.wb()  # opens the store once (or explains why it cannot) before any page draws
+app_ui.site_selector()
+info = app_ui.call(app_ui.status, app_ui.current_site())
+if info:
+    st.sidebar.caption(f"{info['documents']:,} documents · {info['chunks']:,} chunks · "
+                       f"{info['embedder'] or info['configured_embedder']}")
+    if info["embedder_mismatch"]:
+        st.sidebar.error(info["embedder_mismatch"])
+page.run()

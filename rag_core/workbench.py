@@ -12,7 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
-from rag_core.errors import EmbedderMismatch, InvalidInput
+from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.loaders import SUPPORTED_TYPES
 from rag_core.ingest.pipeline import (
@@ -88,6 +88,15 @@ class Workbench:
                 problems.append(SourceOutcome(path.as_posix(), "failed", reason=getattr(exc, "message", str(exc)),
                                               site_id=site_id))
         return self._run(items, progress, preloaded=problems)
+
+    def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
+                             progress: ProgressCallback | None = None) -> IngestReport:
+        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of seed 004)."""
+        paths = sample_corpus_paths()
+        if not paths:
+            raise NotFound(f"The sample corpus (README.md and docs/*.md) is not in {PROJECT_ROOT}; "
+                           "run from a source checkout or ingest your own folder instead.")
+        return self.ingest_paths(paths, site_id=site_id, progress=progress)
 
     def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
                     file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
@@ -225,6 +234,13 @@ class Workbench:
                        ) -> dict[str, Any]:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
         return self.search_engine.metrics(site_id=site_id, since=since)
+
+    def search_latency_histogram(self, site_id: str | None = None,
+                                 since: "datetime | timedelta | str | None" = None) -> dict[str, Any]:  # noqa: F821
+        """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
+        from rag_core.search.querylog import latency_histogram
+
+        return latency_histogram(self.db, site_id=site_id, since=since)
 
     # ----- chat -----
     @property
@@ -398,6 +414,16 @@ class Workbench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The source checkout's root: its README.md and docs/ are the first-run sample corpus.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def sample_corpus_paths(root: Path = PROJECT_ROOT) -> list[Path]:
+    """README.md and docs/*.md of the project (what the app's first-run button ingests)."""
+    paths = [root / "README.md"] if (root / "README.md").is_file() else []
+    return paths + sorted((root / "docs").glob("*.md"))
 
 
 def _canonical_url(url: str) -> str:

@@ -93,3 +93,35 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         "daily": [{"day": d.isoformat(), "searches": n, "errors": e, "zero_results": z, "avg_ms": ms(a)}
                   for d, n, e, z, a in daily],
     }
+
+
+# Latency buckets of the analytics histogram, in ms; the last bucket is open-ended.
+LATENCY_EDGES_MS = (10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
+
+
+def latency_histogram(db: Database, site_id: str | None = None, since: Any = None,
+                      edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> dict[str, Any]:
+    """Successful searches counted per latency bucket (aggregated in SQL), with p50 and p95."""
+    start = _since(since)
+    where = ("site_id = %(site)s" if site_id is not None
+             else "(site_id IS NULL OR site_id NOT LIKE 'eval:%%')")
+    where += " AND error_code IS NULL"
+    if start is not None:
+        where += " AND created_at >= %(since)s"
+    args = {"site": site_id, "since": start, "edges": [float(e) for e in edges_ms]}
+    with db.connection() as conn:
+        counts = dict(conn.execute(
+            f"SELECT width_bucket(duration_ms, %(edges)s::float8[]), count(*) FROM query_log WHERE {where} GROUP BY 1",
+            args).fetchall())
+        total, p50, p95 = conn.execute(
+            f"""SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms),
+                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)
+                FROM query_log WHERE {where}""", args).fetchone()
+    bounds = [0.0, *[float(e) for e in edges_ms], None]
+    buckets = []
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        label = f"{lo:g}-{hi:g} ms" if hi is not None else f">= {lo:g} ms"
+        buckets.append({"label": label, "from_ms": lo, "to_ms": hi, "searches": int(counts.get(i, 0))})
+    return {"searches": int(total), "p50_ms": round(float(p50), 1) if p50 is not None else None,
+            "p95_ms": round(float(p95), 1) if p95 is not None else None, "buckets": buckets}

@@ -1,0 +1,296 @@
+"""Shared Streamlit helpers: the one cached Workbench, the error boundary, cached reads and widgets.
+
+Pages hold widgets and charts only: every read or write goes through the Workbench facade, and
+every call goes through `call`, which turns a RagError into an `st.error` with its message and code.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import html
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import streamlit as st
+
+from rag_core import RagError, open_workbench
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent
+EVAL_RESULTS = ROOT / "eval" / "results"
+ALL_SITES = "All sites"
+# Short TTLs: other processes (the CLI, the API) write to the same store; writes made here clear them at once.
+READ_TTL_SEC = 30
+# Targets of seed 001 and issue 7, shown next to the measured figures.
+HIT5_TARGET = 0.85
+P95_TARGET_MS = 1000.0
+PERIODS = {"Last 24 hours": dt.timedelta(days=1), "Last 7 days": dt.timedelta(days=7),
+           "Last 30 days": dt.timedelta(days=30), "All time": None}
+
+
+@st.cache_resource(show_spinner="Opening the workbench (database and embedder) ...")
+def workbench():
+    """The process-wide Workbench: one connection pool and one embedder for every session and page."""
+    return open_workbench()
+
+
+def call(fn: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+    """Run a Workbench call; on failure show a readable `st.error` (never a traceback) and return `default`."""
+    try:
+        return fn(*args, **kwargs)
+    except RagError as exc:
+        st.error(f"{exc.message}\n\n`{exc.code}`", icon=":material/error:")
+    except Exception as exc:  # an unexpected failure still must not print a traceback on the page
+        log.exception("Workbench call %s failed", getattr(fn, "__name__", fn))
+        st.error(f"Unexpected error ({type(exc).__name__}): {exc}. The details are in the server log.",
+                 icon=":material/error:")
+    return default
+
+
+def wb():
+    """The Workbench, or a readable error and a stopped page when it cannot open (bad setting, no database)."""
+    opened = call(workbench)
+    if opened is None:
+        st.info("Check DATABASE_URL and the RAG_* settings (see `.env.example`), then reload the page.")
+        st.stop()
+    return opened
+
+
+def invalidate() -> None:
+    """Forget cached reads after a write made in the app (ingest, delete, chat, purge)."""
+    st.cache_data.clear()
+
+
+# ----- cached reads (aggregated in SQL by the Workbench; cached briefly because they run on every rerun) -----
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def status(site_id: str | None = None) -> dict[str, Any]:
+    """Workbench.status, cached."""
+    return workbench().status(site_id)
+
+
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def documents(site_id: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
+    """One page of Workbench.documents, cached."""
+    return workbench().documents(site_id=site_id, limit=limit, offset=offset)
+
+
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def sessions(site_id: str | None) -> list[dict[str, Any]]:
+    """Workbench.list_sessions, cached."""
+    return workbench().list_sessions(site_id=site_id, limit=200)
+
+
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def retention_status() -> dict[str, Any]:
+    """Workbench.retention_status, cached."""
+    return workbench().retention_status()
+
+
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def search_metrics(site_id: str | None, period: str) -> dict[str, Any]:
+    """Workbench.search_metrics over one of PERIODS, cached."""
+    return workbench().search_metrics(site_id=site_id, since=PERIODS[period])
+
+
+@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
+def latency_histogram(site_id: str | None, period: str) -> dict[str, Any]:
+    """Workbench.search_latency_histogram over one of PERIODS, cached."""
+    return workbench().search_latency_histogram(site_id=site_id, since=PERIODS[period])
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def evaluation_results(folder: str | None = None) -> list[dict[str, Any]]:
+    """The newest eval/results/retrieval_<set>_<mode>.json per (set, mode); unreadable files are skipped."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(Path(folder or EVAL_RESULTS).glob("retrieval_*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            log.warning("Skipping unreadable evaluation result %s: %s", path, exc)
+            continue
+        if not isinstance(data, dict) or "hit@5" not in data:
+            continue
+        stem = path.stem.removeprefix("retrieval_")
+        dataset = str(data.get("dataset") or stem.rsplit("_", 1)[0])
+        mode = str(data.get("mode") or stem.rsplit("_", 1)[-1])
+        data = {**data, "dataset": dataset, "mode": mode, "file": path.name}
+        key = (dataset, mode)
+        if key not in latest or str(data.get("written", "")) >= str(latest[key].get("written", "")):
+            latest[key] = data
+    return [latest[k] for k in sorted(latest)]
+
+
+# ----- search facets -----
+def selected_bars(chart_state: Any) -> list[str]:
+    """The x values of the bars selected in a plotly chart (its `on_select` state), sorted."""
+    points = (chart_state or {}).get("selection", {}).get("points", [])
+    return sorted({str(p["x"]) for p in points if p.get("x") is not None})
+
+
+def narrow_by_facets(params: dict[str, Any], types: Sequence[str], months: Sequence[str]) -> dict[str, Any]:
+    """Search parameters narrowed to the types and the span of 'YYYY-MM' months picked in the facet charts.
+
+    Picked types replace the sidebar's (the charts only offer types the sidebar allows); picked months
+    become a date range clipped to the sidebar's, whose documents made those bars in the first place.
+    """
+    narrowed = dict(params)
+    if types:
+        narrowed["types"] = sorted(types)
+    if months:
+        ordered = sorted(months)
+        start = dt.date.fromisoformat(f"{ordered[0]}-01")
+        year, month = map(int, ordered[-1].split("-"))
+        end = dt.date(year, month, calendar.monthrange(year, month)[1])
+        if params.get("date_from"):
+            start = max(start, params["date_from"])
+        if params.get("date_to"):
+            end = min(end, params["date_to"])
+        narrowed["date_from"], narrowed["date_to"] = start, end
+    return narrowed
+
+
+# ----- site -----
+def site_selector() -> None:
+    """The sidebar's site picker; its value applies to Chat, Search and Ingestion."""
+    info = call(status, None, default=None) or {}
+    sites = sorted(set(info.get("by_site", {})) | {"default"})
+    current = st.session_state.get("site", ALL_SITES)
+    options = [ALL_SITES, *sites]
+    if current not in options:
+        options.append(current)
+    st.sidebar.selectbox("Site", options, key="site",
+                         help="Each site (tenant) has its own documents; 'All sites' searches every one "
+                              "except the evaluation sites.")
+
+
+def current_site() -> str | None:
+    """The selected site id, or None for every site."""
+    value = st.session_state.get("site", ALL_SITES)
+    return None if value in (None, ALL_SITES) else value
+
+
+def target_site() -> str:
+    """Where new documents go: the selected site, or 'default' when every site is selected."""
+    return current_site() or "default"
+
+
+# ----- progress -----
+def progress_reporter(bar: Any, verb: str = "Indexed") -> Callable[[Any], None]:
+    """A pipeline progress callback that moves `bar`; it tolerates calls from a crawler's worker thread."""
+    from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+
+    def report(p: Any) -> None:
+        if ctx is not None and get_script_run_ctx() is None:
+            add_script_run_ctx(threading.current_thread(), ctx)
+        total = max(int(p.files_total or 0), 1)
+        done = min(int(p.files_done or 0), total)
+        current = f" · {Path(p.current).name or p.current}" if p.current else ""
+        bar.progress(done / total, text=f"{verb} {done} of {p.files_total} · {p.chunks_done} chunks{current}")
+
+    return report
+
+
+def report_table(outcomes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Ingest outcomes as table rows."""
+    return [{"source": o.source, "status": o.status, "chunks": o.chunks, "reason": o.reason or ""} for o in outcomes]
+
+
+def show_ingest_report(report: Any) -> None:
+    """A one-line summary of an IngestReport, its failures as warnings and a table of every source."""
+    summary = report.to_dict()
+    st.success(f"{summary['indexed']} indexed, {summary['updated']} updated, {summary['unchanged']} unchanged, "
+               f"{summary['failed']} failed · {summary['chunks']} chunks in {summary['duration_s']:.1f} s")
+    for failure in report.failures:
+        st.warning(f"{failure.source}: {failure.reason}")
+    st.dataframe(report_table(report.outcomes), hide_index=True, width="stretch")
+
+
+def offer_sample_corpus(key: str) -> None:
+    """First-run empty state: one click indexes the project's README and docs/ as a sample corpus."""
+    st.info("Nothing is indexed yet. Index this project's own README and user guides (a few seconds) to try "
+            "chat and search at once, or add your own documents on the Ingestion page.",
+            icon=":material/lightbulb:")
+    cols = st.columns([2, 3])
+    if cols[0].button("Index the sample corpus", key=key, type="primary", icon=":material/auto_awesome:"):
+        bar = st.progress(0.0, text="Starting ...")
+        report = call(workbench().ingest_sample_corpus, site_id=target_site(), progress=progress_reporter(bar))
+        bar.empty()
+        if report is not None:
+            invalidate()
+            show_ingest_report(report)
+            st.button("Continue", key=f"{key}-continue", type="primary")
+    cols[1].page_link("pages/ingestion.py", label="Add your own documents", icon=":material/upload_file:")
+
+
+# ----- text rendering -----
+_MARK_STYLE = "background:#ffe58f;padding:0 2px;border-radius:2px"
+_CITED = re.compile(r"([^\[\]\n]+?)\s*\[(\d+)\]")
+
+
+def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
+    """`text` HTML-escaped, with each [start, end) span wrapped in a <mark>."""
+    out, pos = [], 0
+    for start, end in sorted((int(s), int(e)) for s, e in spans):
+        if start < pos or end <= start:
+            continue
+        out += [html.escape(text[pos:start]), f'<mark style="{_MARK_STYLE}">', html.escape(text[start:end]), "</mark>"]
+        pos = end
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def cited_spans(answer: str, n: int, passage: str) -> list[tuple[int, int]]:
+    """Where the answer's sentences marked [n] occur in passage n (the extractive answerer quotes verbatim)."""
+    spans = []
+    for sentence, ref in _CITED.findall(answer or ""):
+        if int(ref) != n:
+            continue
+        sentence = sentence.strip()
+        # A label such as "Closest match:" may precede the quote: try the sentence from each word on.
+        starts = [0] + [m.end() for m in re.finditer(r"\s+", sentence)][:8]
+        for start in starts:
+            piece = sentence[start:].strip()
+            pos = passage.find(piece) if len(piece) >= 6 else -1
+            if pos >= 0:
+                spans.append((pos, pos + len(piece)))
+                break
+    return spans
+
+
+def text_block(body_html: str) -> None:
+    """A passage in a quiet box that keeps its line breaks."""
+    st.html(f'<div style="white-space:pre-wrap;font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;'
+            f'padding:0.4rem 0.8rem;max-height:18rem;overflow:auto">{body_html}</div>')
+
+
+def source_label(path: str, page: int | None = None) -> str:
+    """A path or URL as markdown (URLs are links), with its page."""
+    shown = f"[{path}]({path})" if path.startswith(("http://", "https://")) else f"`{path}`"
+    return shown + (f" · page {page}" if page is not None else "")
+
+
+def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bool = False) -> None:
+    """Seed 000's sources under an answer: similarity bar, path or URL, page, and the cited passage marked."""
+    label = f"Sources ({len(citations)})" if citations else "Sources (none)"
+    with st.expander(label, expanded=expanded, icon=":material/menu_book:"):
+        if not citations:
+            st.caption("No relevant passages were found in the documents; the answer is not grounded in them.")
+            return
+        for i, c in enumerate(citations, 1):
+            n = int(c.get("n") or i)
+            similarity = float(c.get("similarity") or 0.0)
+            cols = st.columns([1, 4])
+            cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
+            title = c.get("documentTitle") or ""
+            cols[1].markdown(f"**{html.escape(title)}** " + source_label(c.get("documentPath", ""), c.get("page"))
+                             if title else source_label(c.get("documentPath", ""), c.get("page")))
+            passage = c.get("text") or ""
+            text_block(marked_html(passage, cited_spans(answer, n, passage)))

@@ -1,0 +1,85 @@
+"""Analytics: search volume, latency against the 1 s target, popular and zero-result queries, evaluation."""
+
+from __future__ import annotations
+
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+import app_ui as ui
+
+ui.wb()
+site = ui.current_site()
+st.title("Analytics")
+period = st.segmented_control("Period", list(ui.PERIODS), default="Last 7 days", key="analytics_period") \
+    or "Last 7 days"
+
+metrics = ui.call(ui.search_metrics, site, period, default=None)
+latency = ui.call(ui.latency_histogram, site, period, default=None)
+if metrics is not None and latency is not None:
+    cols = st.columns(6)
+    cols[0].metric("Searches", f"{metrics['searches']:,}")
+    cols[1].metric("Zero results", f"{metrics['zero_results']:,}")
+    cols[2].metric("Errors", f"{metrics['errors']:,}")
+    cols[3].metric("Cache hits", f"{metrics['cache_hits']:,}")
+    for col, name in ((cols[4], "p50_ms"), (cols[5], "p95_ms")):
+        value = latency[name]
+        col.metric(name.split("_")[0] + " latency", f"{value:,.0f} ms" if value is not None else "—",
+                   delta=(f"{'under' if value < ui.P95_TARGET_MS else 'over'} the 1 s target"
+                          if value is not None else None),
+                   delta_color="normal" if value is None or value < ui.P95_TARGET_MS else "inverse")
+    if not metrics["searches"]:
+        st.info("No searches in this period yet. Searches from the Search page, the CLI (`rag search`), the API "
+                "and chat retrieval logs appear here.")
+    else:
+        left, right = st.columns(2)
+        with left:
+            daily = metrics["daily"]
+            fig = px.bar(x=[d["day"] for d in daily], y=[d["searches"] for d in daily],
+                         labels={"x": "day (UTC)", "y": "searches"}, title="Search volume", height=300)
+            fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
+            st.plotly_chart(fig, width="stretch")
+        with right:
+            buckets = latency["buckets"]
+            over = [b["to_ms"] is None or b["to_ms"] > ui.P95_TARGET_MS for b in buckets]
+            fig = go.Figure(go.Bar(x=[b["label"] for b in buckets], y=[b["searches"] for b in buckets],
+                                   marker_color=["#e45756" if o else "#4c78a8" for o in over]))
+            fig.update_layout(title=f"Latency · p50 {latency['p50_ms']:.0f} ms · p95 {latency['p95_ms']:.0f} ms · "
+                                    "target p95 < 1 s (red: slower than 1 s)",
+                              height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="category",
+                              yaxis_title="searches")
+            st.plotly_chart(fig, width="stretch")
+        left, right = st.columns(2)
+        left.markdown("**Popular queries**")
+        left.dataframe([{"query": q["query"], "searches": q["count"], "last": q["last_at"][:16].replace("T", " ")}
+                        for q in metrics["popular_queries"]], hide_index=True, width="stretch")
+        right.markdown("**Zero-result queries**")
+        if metrics["zero_result_queries"]:
+            right.dataframe([{"query": q["query"], "searches": q["count"], "last": q["last_at"][:16].replace("T", " ")}
+                             for q in metrics["zero_result_queries"]], hide_index=True, width="stretch")
+        else:
+            right.caption("Every query found something.")
+
+st.subheader("Retrieval quality (latest evaluation)")
+results = ui.call(ui.evaluation_results, default=[]) or []
+if not results:
+    st.info("No evaluation results yet. Make them with `make eval`, or for one set and mode:\n\n"
+            "`rag eval ../shared/eval-data/scifact --mode hybrid --json -o eval/results/retrieval_scifact_hybrid.json`")
+else:
+    rows = []
+    for r in results:
+        p95 = (r.get("latency_ms") or {}).get("p95")
+        rows.append({"set": r["dataset"], "mode": r["mode"], "hit@5": r.get("hit@5"), "ndcg@10": r.get("ndcg@10"),
+                     "mrr@10": r.get("mrr@10"), "recall@5": r.get("recall@5"), "p50 ms": (r.get("latency_ms") or {}).get("p50"),
+                     "p95 ms": p95, "hit@5 > 0.85": "✅" if (r.get("hit@5") or 0) > ui.HIT5_TARGET else "❌",
+                     "p95 < 1 s": "✅" if p95 is not None and p95 < ui.P95_TARGET_MS else "❌",
+                     "queries": r.get("queries"), "embedder": r.get("embedder"),
+                     "written": str(r.get("written", ""))[:16].replace("T", " ")})
+    fig = px.bar(rows, x="set", y="hit@5", color="mode", barmode="group", height=300, range_y=[0, 1],
+                 title="hit@5 per set and mode (dashed: the 0.85 target)")
+    fig.add_hline(y=ui.HIT5_TARGET, line_dash="dash", line_color="#e45756")
+    fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
+    st.plotly_chart(fig, width="stretch")
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption("From eval/results/retrieval_<set>_<mode>.json (the newest per set and mode). hit@5: a relevant "
+               "document among the first five; latency is Workbench.search per query.")

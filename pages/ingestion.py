@@ -1,0 +1,144 @@
+"""Ingestion: upload files, a server folder, a web page or a crawl; the sources table; embedder and index status."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import app_ui as ui
+from rag_core.ingest.loaders import SUPPORTED_TYPES
+
+PAGE_SIZE = 50
+
+wb = ui.wb()
+site = ui.current_site()
+target = ui.target_site()
+
+st.title("Ingestion")
+info = ui.call(ui.status, site, default=None)
+
+# ----- store status -----
+if info is not None:
+    cols = st.columns(5)
+    cols[0].metric("Documents", f"{info['documents']:,}")
+    cols[1].metric("Chunks", f"{info['chunks']:,}")
+    cols[2].metric("Web pages", f"{info['web_sources']:,}")
+    cols[3].metric("Database", f"{info['database_bytes'] / 1e6:.1f} MB")
+    cols[4].metric("Vector index", "HNSW ready" if info["vector_index"] else "missing")
+    st.caption(f"Embedder **{info['embedder'] or info['configured_embedder']}** "
+               f"({info['dimension'] or '?'} dimensions) · database {info['database']} · "
+               f"last indexed {(info['last_indexed_at'] or 'never')[:19].replace('T', ' ')} · new documents go to "
+               f"site **{target}**")
+    if info["embedder_mismatch"]:
+        st.error(info["embedder_mismatch"])
+    if info["chunks_without_embedding"]:
+        st.warning(f"{info['chunks_without_embedding']:,} chunks have no vector yet; run `rag reindex` to finish.")
+    if info["chunks"] == 0:
+        ui.offer_sample_corpus("ingest-sample")
+
+upload, folder, web = st.tabs(["Upload files", "Folder on the server", "Web pages"])
+
+with upload:
+    files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files",
+                             type=sorted(t.lstrip(".") for t in SUPPORTED_TYPES),
+                             help="Unchanged files (same bytes) are skipped without embedding.")
+    if st.button(f"Ingest {len(files or [])} file(s)", disabled=not files, type="primary", key="upload_go"):
+        bar = st.progress(0.0, text="Starting ...")
+        outcomes = []
+        for i, f in enumerate(files, 1):
+            bar.progress((i - 1) / len(files), text=f"Indexing {f.name} ({i} of {len(files)})")
+            outcome = ui.call(wb.ingest_bytes, f.name, f.getvalue(), site_id=target)
+            if outcome is not None:
+                outcomes.append(outcome)
+        bar.progress(1.0, text=f"Done: {len(outcomes)} of {len(files)} files processed")
+        ui.invalidate()
+        for o in outcomes:
+            if o.status == "failed":
+                st.warning(f"{o.source}: {o.reason}")
+        st.dataframe(ui.report_table(outcomes), hide_index=True, width="stretch")
+
+with folder:
+    path = st.text_input("Folder or file path on the server", key="folder_path",
+                         placeholder="/srv/documents or ~/papers")
+    inc, exc = st.columns(2)
+    include = inc.text_input("Include patterns (comma separated)", key="folder_include", placeholder="*.pdf, *.md")
+    exclude = exc.text_input("Exclude patterns (comma separated)", key="folder_exclude", placeholder="*.tmp")
+    if st.button("Ingest folder", disabled=not path.strip(), type="primary", key="folder_go"):
+        bar = st.progress(0.0, text="Looking for files ...")
+        split = lambda text: [p.strip() for p in text.split(",") if p.strip()]  # noqa: E731
+        report = ui.call(wb.ingest_paths, [path.strip()], include=split(include), exclude=split(exclude),
+                         site_id=target, progress=ui.progress_reporter(bar))
+        bar.empty()
+        if report is not None:
+            ui.invalidate()
+            ui.show_ingest_report(report)
+
+with web:
+    allowed = wb.settings.allowed_domains
+    if allowed:
+        st.caption("The crawler may fetch only these domains (and their subdomains): "
+                   + ", ".join(f"`{d}`" for d in allowed) + ". Set `RAG_ALLOWED_DOMAINS` to change the list.")
+    else:
+        st.warning("`RAG_ALLOWED_DOMAINS` is empty, so the crawler refuses every URL. Set it (e.g. "
+                   "`RAG_ALLOWED_DOMAINS=example.com`) and restart the app.", icon=":material/block:")
+
+    def show_web_report(report) -> None:
+        data = report.to_dict()
+        st.success(f"{data['pages_ingested']} page(s) stored ({data['unchanged']} unchanged) · {data['chunks']} "
+                   f"chunks · {data['duration_s']:.1f} s")
+        for e in data["errors"]:
+            st.warning(f"{e.get('url')}: {e.get('message') or e.get('reason')}")
+        if data["documents"]:
+            st.dataframe(data["documents"], hide_index=True, width="stretch")
+
+    url = st.text_input("One page", key="web_url", placeholder="https://example.com/guide/start")
+    if st.button("Add page", disabled=not url.strip(), key="web_add"):
+        bar = st.progress(0.0, text="Fetching ...")
+        report = ui.call(wb.ingest_url, url.strip(), site_id=target, progress=ui.progress_reporter(bar, "Fetched"))
+        bar.empty()
+        if report is not None:
+            ui.invalidate()
+            show_web_report(report)
+    st.divider()
+    idx, pat = st.columns([3, 2])
+    index_url = idx.text_input("Index page to crawl (depth 1)", key="web_index", placeholder="https://example.com/docs/")
+    pattern = pat.text_input("Link pattern (regular expression)", key="web_pattern", placeholder=r"\.html$")
+    if st.button("Crawl", disabled=not index_url.strip(), key="web_crawl"):
+        bar = st.progress(0.0, text="Reading the index page ...")
+        report = ui.call(wb.ingest_index, index_url.strip(), pattern, site_id=target,
+                         progress=ui.progress_reporter(bar, "Fetched"))
+        bar.empty()
+        if report is not None:
+            ui.invalidate()
+            show_web_report(report)
+
+# ----- sources table -----
+st.subheader("Sources")
+total = info["documents"] if info else 0
+pages = max(1, -(-total // PAGE_SIZE))
+if total == 0:
+    st.caption("No sources yet.")
+else:
+    page = st.number_input(f"Page (of {pages}, {PAGE_SIZE} per page, newest first)", min_value=1, max_value=pages,
+                           value=1, step=1, key="sources_page")
+    rows = ui.call(ui.documents, site, PAGE_SIZE, (int(page) - 1) * PAGE_SIZE, default=[]) or []
+    table = [{"source": r["source"], "type": r["file_type"], "category": r["category"], "chunks": r["chunk_count"],
+              "size KB": round((r["file_size"] or 0) / 1024, 1), "indexed at": r["indexed_at"],
+              "site": r["site_id"], "title": r["title"]} for r in rows]
+    # A fresh key after each delete: an old row selection must never point at the rows that moved up.
+    gen = st.session_state.setdefault("sources_generation", 0)
+    picked = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun",
+                          selection_mode="multi-row", key=f"sources_table_{gen}",
+                          column_config={"indexed at": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
+    chosen = [rows[i] for i in picked.selection.rows if i < len(rows)]
+    confirm = st.checkbox(f"Delete the {len(chosen)} selected source(s) and their chunks", key=f"sources_confirm_{gen}",
+                          disabled=not chosen)
+    if st.button("Delete selected", type="primary", disabled=not (chosen and confirm), key="sources_delete",
+                 icon=":material/delete:"):
+        deleted = 0
+        for r in chosen:
+            result = ui.call(wb.delete_source, r["source"], site_id=r["site_id"])
+            deleted += result["documents"] if result else 0
+        ui.invalidate()
+        st.session_state.sources_generation = gen + 1
+        st.toast(f"Deleted {deleted} source(s).")
+        st.rerun()

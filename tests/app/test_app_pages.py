@@ -1,0 +1,196 @@
+"""AppTest over every page's main flows, on the test database, through the app's own Workbench."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import app_ui
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ("pages/chat.py", "pages/search.py", "pages/ingestion.py", "pages/retention.py", "pages/analytics.py")
+
+
+def open_app(site: str | None = None) -> AppTest:
+    """The app on its first page, scoped to one site."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    if site:
+        at.session_state["site"] = site
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No exception element and no error box on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def result_titles(at: AppTest) -> list[str]:
+    """The bold titles of the search results on the page ('**1. title**')."""
+    return [m.value.split("**")[1] for m in at.markdown if m.value.startswith("**") and ". " in m.value.split("**")[1]
+            and m.value.split("**")[1].split(". ")[0].isdigit()]
+
+
+def test_filtered_search_pages_and_explains_hits(app_wb, app_site) -> None:
+    for i in range(7):
+        app_wb.ingest_text(f"notes/pump-{i}.md", f"Pump maintenance schedule number {i}: check the impeller.",
+                           site_id=app_site, file_type="md", title=f"pump md {i}")
+    app_wb.ingest_text("notes/pump.txt", "Pump maintenance schedule as plain text: check the impeller.",
+                       site_id=app_site, file_type="txt", title="pump txt")
+    at = open_app(app_site)
+    at.switch_page("pages/search.py").run()
+    at.text_input(key="search_query").input("pump maintenance impeller").run()
+    assert_clean(at)
+    assert "pump txt" in " ".join(result_titles(at))
+    assert any("**8 documents**" in m.value for m in at.markdown)
+
+    at.multiselect(key="search_types").select("md").run()
+    at.select_slider(key="search_limit").set_value(5).run()
+    assert_clean(at)
+    titles = result_titles(at)
+    assert len(titles) == 5 and all("pump md" in t for t in titles)
+    assert any("Page **1** of **2**" in m.value for m in at.markdown)
+    # "Why this hit" shows both rankings and the fused score of the best result.
+    assert any("dense rank **" in m.value and "full-text rank **" in m.value and "fused score" in m.value
+               for m in at.markdown)
+
+    at.button(key="search_next").click().run()
+    assert_clean(at)
+    second = result_titles(at)
+    assert len(second) == 2 and not set(second) & set(titles)
+    assert {b.label for b in at.get("download_button")} >= {"JSON", "CSV"}
+
+
+def test_search_error_is_a_message_not_a_traceback(app_wb, app_site) -> None:
+    app_wb.ingest_text("notes/a.md", "Something to search.", site_id=app_site, file_type="md")
+    at = open_app(app_site)
+    at.switch_page("pages/search.py").run()
+    at.date_input(key="search_from").set_value(dt.date(2024, 5, 1))
+    at.date_input(key="search_to").set_value(dt.date(2024, 1, 1))
+    at.text_input(key="search_query").input("something").run()
+    assert not at.exception
+    assert any("after date_to" in e.value and "INVALID_QUERY" in e.value for e in at.error)
+
+
+def test_chat_turn_shows_sources_and_replays_them(app_wb, app_site) -> None:
+    app_wb.ingest_text("guide/hybrid.md", "Hybrid search fuses full-text BM25 ranks with dense vector ranks. "
+                       "The fused score orders the documents.", site_id=app_site, file_type="md")
+    at = open_app(app_site)
+    at.chat_input[0].set_value("What does hybrid search fuse?").run()
+    assert_clean(at)
+    assistant = [m for m in at.chat_message if m.name == "assistant"]
+    assert len(assistant) == 1
+    answer = assistant[0].markdown[0].value
+    assert "BM25" in answer and "[1]" in answer
+    panel = assistant[0].expander[0]
+    assert panel.label == "Sources (1)"
+    assert any("guide/hybrid.md" in m.value for m in panel.markdown)
+    assert "[1] " in panel.get("progress")[0].text  # the similarity bar of source 1
+
+    # A new run replays the conversation from the database with the same sources, and lists the session.
+    at.run()
+    assert_clean(at)
+    replayed = [m for m in at.chat_message if m.name == "assistant"]
+    assert replayed and replayed[0].expander[0].label == "Sources (1)"
+    picker = at.selectbox(key="chat_session_pick")
+    assert "What does hybrid search fuse?" in picker.format_func(picker.value)
+
+    at.sidebar.button[1].click().run()  # Reset: the session and its messages are gone
+    assert_clean(at)
+    assert not [m for m in at.chat_message if m.name == "assistant"]
+
+
+def test_uploaded_files_are_ingested_and_listed(app_wb, app_site) -> None:
+    at = open_app(app_site)
+    at.switch_page("pages/ingestion.py").run()
+    at.file_uploader(key="upload_files").set_value([
+        ("upload-one.md", "# Turbines\n\nThe turbine blade inspection happens yearly.".encode(), "text/markdown"),
+        ("upload-two.txt", "Gearbox oil is changed every 4000 hours.".encode(), "text/plain"),
+        ("bad.exe", b"MZ", "application/octet-stream"),
+    ]).run()
+    at.button(key="upload_go").click().run()
+    assert not at.exception
+    outcome = {row["source"]: row["status"] for row in at.dataframe[0].value.to_dict("records")}
+    assert outcome["upload-one.md"] == "indexed" and outcome["upload-two.txt"] == "indexed"
+    assert outcome["bad.exe"] == "failed"
+    assert any("bad.exe" in w.value and "unsupported" in w.value for w in at.warning)
+    stored = {d["source"]: d for d in app_wb.documents(site_id=app_site)}
+    assert stored["upload-one.md"]["chunk_count"] >= 1 and "bad.exe" not in stored
+    # The search of the same app finds it at once (its cache was cleared by the write).
+    hits = app_wb.search("turbine blade inspection", site_id=app_site)
+    assert hits["results"][0]["file_path"] == "upload-one.md"
+
+
+def test_dry_run_counts_and_confirmed_purge_deletes(app_wb, app_site) -> None:
+    session = f"old-{app_site}"
+    app_wb.chat_append(session, "user", "An ancient question")
+    app_wb.chat_append(session, "assistant", "An ancient answer")
+    with app_wb.db.connection() as conn:  # age the messages beyond a 3000-day purge, which nothing else reaches
+        conn.execute("UPDATE chat_messages SET created_at = now() - interval '3100 days' WHERE session_id = %s",
+                     (session,))
+        conn.execute("UPDATE chat_sessions SET site_id = %s WHERE id = %s", (app_site, session))
+    at = open_app(app_site)
+    at.switch_page("pages/retention.py").run()
+    assert_clean(at)
+    at.number_input(key="purge_days").set_value(3000).run()
+    at.button(key="purge_dry").click().run()
+    assert_clean(at)
+    preview = [i.value for i in at.info if "would delete" in i.value]
+    assert preview and "**2 messages**" in preview[0] and "**1 sessions**" in preview[0]
+    assert len(app_wb.chat_history(session)) == 2  # a dry run deletes nothing
+    assert at.button(key="purge_go").disabled  # the purge waits for the confirmation
+
+    at.checkbox(key="purge_confirm").check().run()
+    at.button(key="purge_go").click().run()
+    assert_clean(at)
+    assert any("Deleted 2 messages and 1 sessions" in s.value for s in at.success)
+    assert app_wb.chat_history(session) == []
+    audit = at.dataframe[-1].value.to_dict("records")
+    assert not audit[0]["dry run"] and audit[0]["messages"] == 2 and audit[0]["by"] == "app"
+    assert audit[1]["dry run"] and audit[1]["messages"] == 2
+
+
+def test_analytics_shows_search_figures_and_evaluation_targets(app_wb, app_site, tmp_path, monkeypatch) -> None:
+    app_wb.ingest_text("notes/x.md", "Valves and pipes.", site_id=app_site, file_type="md")
+    app_wb.search("valves", site_id=app_site)
+    app_wb.search("zzqx nothing matches", site_id=app_site, mode="fulltext")
+    at = open_app(app_site)
+    at.switch_page("pages/analytics.py").run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Searches"] == "2" and metrics["Zero results"] == "1"
+    tables = [t.value for t in at.dataframe]
+    assert any("zzqx nothing matches" in set(t.get("query", [])) for t in tables)
+    evaluation = tables[-1]
+    assert set(evaluation["set"]) >= {"scifact"} and "hit@5 > 0.85" in evaluation.columns
+
+    monkeypatch.setattr(app_ui, "EVAL_RESULTS", tmp_path / "none")
+    app_ui.evaluation_results.clear()
+    at.run()
+    assert any("make eval" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_an_empty_database(empty_db_url, page) -> None:
+    at = open_app()
+    at.switch_page(page).run()
+    assert_clean(at)
+    if page in ("pages/chat.py", "pages/search.py", "pages/ingestion.py"):
+        assert any(b.label == "Index the sample corpus" for b in at.button)
+
+
+def test_first_run_sample_corpus_answers_a_help_question(empty_db_url) -> None:
+    at = open_app()
+    next(b for b in at.button if b.label == "Index the sample corpus").click().run()
+    assert_clean(at)
+    assert any("indexed" in s.value for s in at.success)
+    at.chat_input[0].set_value("How do I connect to my own PostgreSQL server?").run()
+    assert_clean(at)
+    reply = [m for m in at.chat_message if m.name == "assistant"][-1]
+    assert "DATABASE_URL" in reply.markdown[0].value
+    assert any("docs/getting-started.md" in m.value for m in reply.expander[0].markdown)
