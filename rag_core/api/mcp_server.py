@@ -17,7 +17,6 @@ import logging
 import time
 from typing import Annotated, Any, Callable, Literal
 
-import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
