@@ -340,8 +340,11 @@ def test_chat_turn_on_an_empty_index_suggests_indexing_and_stores_nothing(server
     ("rag_chat_append", {"role": "user", "content": ""}, "message is empty"),
     ("rag_chat_history", {"limit": 0}, "limit is 0"),
     ("rag_chat_history", {"session_id": 5}, "session_id"),
+    ("rag_chat_reset", {"session_id": ["a", "b"]}, "session_id"),
+    ("rag_status", {"site_id": 5}, "site_id"),
+    ("rag_index", {"path": "docs", "include": "*.md"}, "include"),
 ])
-def test_chat_tools_reject_bad_input_with_invalid_input(server, wb, tool, args, field_or_words) -> None:
+def test_other_tools_reject_bad_input_with_invalid_input(server, wb, tool, args, field_or_words) -> None:
     error = error_of(call(server, tool, args))
     assert error["code"] == "INVALID_INPUT"
     assert field_or_words.lower() in error["message"].lower()
