@@ -17,10 +17,8 @@ and writes them to eval/results/bench_search.json; nothing asserts a time.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
-import re
 import statistics
 import sys
 import threading
@@ -31,8 +29,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import PrivateAttr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -42,82 +38,14 @@ from rag_core.errors import RagError
 from rag_core.evaluation.datasets import load_beir, shared_eval_dir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.runner import machine
+from rag_core.evaluation.vectors import CachedEmbedder, load_cache, save_cache, text_key
 from rag_core.ingest import store, vector_index
 from rag_core.workbench import resolve_database
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / "eval" / "cache"
 SETS = ("ru_construction", "scifact", "jsquad")
-MARKER = re.compile(r" \[v(\d+)\]")
 console = Console(stderr=True, width=160)
-
-
-def text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-class CachedEmbedder(BaseEmbedding):
-    """Looks originals up in a text -> vector cache; a "[vN]" repeat is its original plus fixed noise."""
-
-    _inner: Any = PrivateAttr()
-    _vectors: dict = PrivateAttr()
-    _lock: Any = PrivateAttr(default_factory=threading.Lock)
-    _misses: int = PrivateAttr(default=0)
-
-    def __init__(self, inner: BaseEmbedding, vectors: dict[str, np.ndarray], **kw: Any) -> None:
-        super().__init__(model_name="bench-cache", **kw)
-        self._inner = inner
-        self._vectors = vectors
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "CachedEmbedder"
-
-    def _one_batch(self, texts: list[str]) -> list[list[float]]:
-        bases, variants = [], []
-        for text in texts:
-            found = MARKER.search(text)
-            variants.append(int(found.group(1)) if found else 0)
-            bases.append(MARKER.sub("", text))
-        missing = sorted({b for b in bases if text_key(b) not in self._vectors})
-        if missing:
-            self._misses += len(missing)
-            for b, v in zip(missing, self._inner.get_text_embedding_batch(missing)):
-                self._vectors[text_key(b)] = np.asarray(v, dtype=np.float32)
-        out = []
-        for base, variant in zip(bases, variants):
-            vec = self._vectors[text_key(base)]
-            if variant:
-                seed = int(text_key(base)[:8], 16) ^ variant
-                vec = vec + np.random.default_rng(seed).normal(0, 0.02, vec.shape).astype(np.float32)
-                vec = vec / np.linalg.norm(vec)
-            out.append(vec.tolist())
-        return out
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._one_batch(list(texts))
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._one_batch([text])[0]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._inner.get_query_embedding(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-
-def load_cache(path: Path) -> dict[str, np.ndarray]:
-    if not path.exists():
-        return {}
-    data = np.load(path)
-    return {k: v for k, v in zip(data["keys"].tolist(), data["vectors"])}
-
-
-def save_cache(path: Path, vectors: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys = sorted(vectors)
-    np.savez(path, keys=np.array(keys), vectors=np.stack([vectors[k] for k in keys]).astype(np.float32))
 
 
 def vectors_from_main_store(settings: Any) -> dict[str, np.ndarray]:
@@ -237,10 +165,10 @@ def main() -> None:
             cached = CachedEmbedder(real, vectors, embed_batch_size=settings.embed_batch_size)
             wb._embedder = cached
             build = ingest(wb, records, args.size)
-            if cached._misses:
+            if cached.misses:
                 save_cache(cache_path, vectors)
             console.print(f"store: {build['chunks']} chunks (load {build['load_s']} s, index {build['index_s']} s, "
-                          f"{cached._misses} originals embedded)")
+                          f"{cached.misses} originals embedded)")
             wb.search("warm up", site_id="bench")
             qs = [q["text"] for q in queries]
             step = max(1, len(qs) // args.queries)

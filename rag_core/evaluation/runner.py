@@ -90,7 +90,23 @@ def ingest_dataset(wb: Any, ds: BeirDataset, progress: Callable[[Any], None] | N
     records = [{"source": ds.source_of(d["_id"]), "title": d["title"], "text": d["text"]} for d in ds.corpus]
     report = wb.ingest_texts(records, site_id=site, progress=progress)
     summary = report.to_dict()
-    return {key: summary[key] for key in ("indexed", "updated", "unchanged", "failed", "chunks", "duration_s")}
+    result = {key: summary[key] for key in ("indexed", "updated", "unchanged", "failed", "chunks", "duration_s")}
+    result["removed"] = prune_site(wb, site, {r["source"] for r in records})
+    return result
+
+
+def prune_site(wb: Any, site: str, keep: set[str]) -> int:
+    """Delete the documents of an eval site that the set no longer holds (a sample drawn differently)."""
+    stale, offset = [], 0
+    while True:
+        page = wb.documents(site_id=site, limit=1000, offset=offset)
+        stale += [d["source"] for d in page if d["source"] not in keep]
+        if len(page) < 1000:
+            break
+        offset += 1000
+    for source in stale:
+        wb.delete_source(source, site_id=site)
+    return len(stale)
 
 
 def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
@@ -106,11 +122,31 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
     ds = load_beir(path)
     if not ds.corpus:
         raise InvalidInput(f"{ds.path / 'corpus.jsonl'} holds no documents.")
-    qids = ds.judged_queries
-    if not qids:
+    if not ds.judged_queries:
         raise InvalidInput(f"No query in {ds.path / 'queries.jsonl'} has a relevant document in qrels.tsv.")
+    return evaluate_dataset(wb, ds, mode=mode, k=k, max_queries=max_queries, ingest_progress=ingest_progress,
+                            query_progress=query_progress)
+
+
+def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
+                     ingest_progress: Callable[[Any], None] | None = None,
+                     query_progress: Callable[[int, int], None] | None = None,
+                     engine: Any = None, label: str | None = None) -> EvalResult:
+    """Ingest a loaded set into `eval:<name>` (once) and score its judged queries.
+
+    Args:
+        engine: the SearchEngine to query (default wb.search_engine); sweeps pass one with other
+            fusion or reranker settings over the same store.
+        label: the mode name recorded in the result (e.g. "hybrid+rerank"); defaults to `mode`.
+    """
+    if mode not in MODES:
+        raise InvalidInput(f"Unknown mode '{mode}'; choose one of: {', '.join(MODES)}.")
+    qids = ds.judged_queries
     if max_queries:
         qids = qids[:max_queries]
+    if not qids:
+        raise InvalidInput(f"Evaluation set '{ds.name}' has no judged query to score.")
+    engine = engine if engine is not None else wb.search_engine
     site = EVAL_SITE_PREFIX + ds.name
     ingest = ingest_dataset(wb, ds, ingest_progress)
     doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
@@ -124,7 +160,7 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
         relevant = ds.qrels[qid]
         started = time.perf_counter()
         try:
-            response = wb.search_engine.search(text, mode=mode, limit=depth, site_id=site, include_context=False,
+            response = engine.search(text, mode=mode, limit=depth, site_id=site, include_context=False,
                                                max_chunks=1, use_cache=False)
             ranked = [doc_of_source.get(r["file_path"], r["file_path"]) for r in response["results"]]
         except RagError as exc:
@@ -145,7 +181,7 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
             query_progress(n, len(qids))
     count = len(qids)
     return EvalResult(
-        dataset=ds.name, site_id=site, mode=mode, k=k, queries=count, embedder=wb.embedder_name,
+        dataset=ds.name, site_id=site, mode=label or mode, k=k, queries=count, embedder=wb.embedder_name,
         precision=sums["precision"] / count, hit=sums["hit"] / count, recall=sums["recall"] / count,
         mrr10=sums["mrr"] / count, ndcg10=sums["ndcg"] / count,
         latency_p50_ms=percentile(latencies, 50), latency_p95_ms=percentile(latencies, 95),
