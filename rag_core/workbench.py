@@ -405,6 +405,20 @@ class Workbench:
         self._after_write()
         return {"embedder": self.embedder_name, "dimension": dim, "chunks": done}
 
+    def variant(self, **overrides: Any) -> "Workbench":
+        """A workbench on the same store and loaded embedder with some settings changed (evaluation sweeps).
+
+        It shares this one's connection pool: close only the original.
+        """
+        settings = self.settings.model_copy(update=overrides)
+        if settings.chunk_overlap >= settings.chunk_size:
+            raise InvalidInput(f"chunk_overlap ({settings.chunk_overlap}) must be smaller than chunk_size "
+                               f"({settings.chunk_size}).")
+        other = Workbench(settings, self.db, self.database_url, self.embedded)
+        if settings.embedder == self.settings.embedder and settings.embed_model == self.settings.embed_model:
+            other._embedder = self.embedder  # the model loads once
+        return other
+
     def close(self) -> None:
         """Release the connection pool (the embedded server stops when the last process exits)."""
         self.db.close()
