@@ -89,9 +89,10 @@ class RagSettings(BaseSettings):
 
     # --- service ---
     api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")
-    admin_api_key: str = ""
-    rate_limit: str = "120/minute"
-    redis_url: str = ""
+    admin_api_key: str = Field(default="", description="Key for deletes and the retention cleanup; may use every site.")
+    rate_limit: str = Field(default="120/minute", description="Requests per API key, e.g. 120/minute; off disables.")
+    redis_url: str = Field(default="", description="redis://host:6379/0 shares rate limits and the search cache "
+                                                   "between workers; empty keeps them in the process.")
 
     # --- evaluation ---
     eval_sample: int = Field(default=0, ge=0, description="Queries per set in notebooks; 0 means all.")
