@@ -41,13 +41,6 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def variant(wb: Workbench, **settings: object) -> Workbench:
-    """A Workbench on the same database and embedder with other settings (no model reload)."""
-    other = Workbench(wb.settings.model_copy(update=settings), wb.db, wb.database_url, wb.embedded)
-    other._embedder = wb.embedder
-    return other
-
-
 @pytest.fixture(scope="session")
 def sites(wb: Workbench) -> tuple[str, str]:
     """Two sites with a few documents each, removed at the end."""

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from conftest import ADMIN, KEY_A, KEY_ALL, SITE_A, auth, variant
+from conftest import ADMIN, KEY_A, KEY_ALL, SITE_A, auth
 from crawl_server import base_url, serve
 
 
@@ -148,8 +148,8 @@ def page_server():
 
 def test_pages_and_crawl_ingest_from_a_real_server(make_client, wb, page_server):
     site = f"t-api-web-{uuid.uuid4().hex[:6]}"
-    web = variant(wb, allowed_domains=["127.0.0.1"], allow_private_networks=True, crawl_delay_sec=0.0,
-                  crawl_timeout_sec=2.0)
+    web = wb.variant(allowed_domains=["127.0.0.1"], allow_private_networks=True, crawl_delay_sec=0.0,
+                     crawl_timeout_sec=2.0)
     client = make_client(workbench=web)
     root = base_url(page_server)
     try:
