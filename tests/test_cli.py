@@ -59,3 +59,15 @@ def test_db_upgrade_reports_revision(cli_env) -> None:
     assert result.exit_code == 0, result.output
     heads = sorted(p.name[:4] for p in (Path(__file__).parents[1] / "rag_core/db/migrations/versions").glob("0*.py"))
     assert f"revision {heads[-1]}" in result.stdout
+
+
+def test_python_dash_m_runs_the_same_command() -> None:
+    """`python -m rag_core.cli` reaches every subcommand, the service and MCP server included."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "rag_core.cli", "--help"], capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    for command in ("ingest", "search", "chat", "serve", "mcp", "eval"):
+        assert f" {command} " in proc.stdout
