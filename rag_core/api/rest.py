@@ -8,17 +8,20 @@ the caller's sites and calls one Workbench method. Errors are mapped in one plac
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import queue
+import threading
 import uuid
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator, Callable, Iterator
 
 import psycopg
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -260,6 +263,41 @@ def create_worker_app() -> FastAPI:
     return create_app(run_scheduler=False)
 
 
+NDJSON = "application/x-ndjson"
+
+
+def _web_response(request: Request, run: Callable[[Callable[[Any], None]], Any]) -> Any:
+    """The crawl report as JSON, or streamed as NDJSON progress lines then the report when the client asks."""
+    if NDJSON not in request.headers.get("accept", ""):
+        return JSONResponse(jsonable_encoder(run(lambda p: None).to_dict()))
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def work() -> None:
+        try:
+            report = run(lambda p: events.put({"event": "progress", "pages_done": p.files_done,
+                                               "pages_total": p.files_total, "chunks": p.chunks_done,
+                                               "current": p.current}))
+            events.put({"event": "done", "report": report.to_dict()})
+        except RagError as exc:
+            events.put({"event": "error", **exc.to_dict()})
+        except Exception:  # noqa: BLE001 - reported like every other unexpected failure, without a trace
+            incident = uuid.uuid4().hex[:12]
+            log.exception("%s %s failed while streaming (incident %s)", request.method, request.url.path, incident)
+            events.put({"event": "error", "success": False, "error": {
+                "code": "INTERNAL", "message": f"The crawl failed; it is logged as incident {incident}."}})
+
+    threading.Thread(target=work, name="rest-crawl", daemon=True).start()
+
+    def lines() -> Iterator[str]:
+        while True:
+            event = events.get()
+            yield json.dumps(jsonable_encoder(event), ensure_ascii=False) + "\n"
+            if event["event"] != "progress":
+                return
+
+    return StreamingResponse(lines(), media_type=NDJSON)
+
+
 def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoint
     @app.get("/health", response_model=s.HealthOut, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:
@@ -379,18 +417,26 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         return {"session_id": session_id, **result}
 
     # ----- web -----
-    @app.post("/crawl", response_model=s.WebReportOut, tags=["web"], summary="Ingest the pages an index links to")
-    def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep) -> Any:
-        """Fetch an index page and ingest its linked pages matching `pattern` (RAG_ALLOWED_DOMAINS applies)."""
-        site = caller.site_for(body.site_id) or DEFAULT_SITE
-        report = wb.ingest_index(body.index_url, body.pattern, site_id=site)
-        return JSONResponse(jsonable_encoder(report.to_dict()))
+    @app.post("/crawl", response_model=s.WebReportOut, tags=["web"], summary="Ingest the pages an index links to",
+              responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
+    def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
+        """Fetch an index page and ingest its linked pages matching `pattern` (RAG_ALLOWED_DOMAINS applies).
 
-    @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page")
-    def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep) -> Any:
-        """Fetch and ingest one page (the crawl policy applies)."""
+        Send `Accept: application/x-ndjson` to receive one progress line per page as it is fetched,
+        then the report (`{"event": "done", "report": ...}`) or the error (`{"event": "error", ...}`).
+        """
         site = caller.site_for(body.site_id) or DEFAULT_SITE
-        return JSONResponse(jsonable_encoder(wb.ingest_url(body.url, site_id=site).to_dict()))
+        return _web_response(request, lambda progress: wb.ingest_index(body.index_url, body.pattern, site_id=site,
+                                                                       progress=progress))
+
+    @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page",
+              responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
+    def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
+        """Fetch and ingest one page (the crawl policy applies); NDJSON progress like /crawl."""
+        site = caller.site_for(body.site_id) or DEFAULT_SITE
+        return _web_response(request, lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress))
 
     # ----- status -----
     @app.get("/status", tags=["service"], summary="Store status")

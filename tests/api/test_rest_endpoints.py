@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -161,6 +162,18 @@ def test_pages_and_crawl_ingest_from_a_real_server(make_client, wb, page_server)
         assert crawl.status_code == 200
         report = crawl.json()
         assert report["pages_found"] >= 2 and report["pages_ingested"] >= 2 and report["unchanged"] >= 1
+
+        # Asked for NDJSON, the crawl streams one progress line per fetched page, then the report.
+        with client.stream("POST", "/crawl", json={"index_url": f"{root}/index.html", "pattern": r"/articles/",
+                                                  "site_id": site},
+                           headers={**auth(ADMIN), "Accept": "application/x-ndjson"}) as streamed:
+            assert streamed.status_code == 200
+            assert streamed.headers["content-type"].startswith("application/x-ndjson")
+            events = [json.loads(line) for line in streamed.iter_lines() if line]
+        progress = [e for e in events if e["event"] == "progress"]
+        assert len(progress) >= report["pages_found"]
+        assert progress[-1]["pages_done"] == progress[-1]["pages_total"] == report["pages_found"]
+        assert events[-1]["event"] == "done" and events[-1]["report"]["unchanged"] == report["pages_found"]
     finally:
         with wb.db.connection() as conn:
             conn.execute("DELETE FROM documents WHERE site_id = %s", (site,))
@@ -171,3 +184,7 @@ def test_crawl_refused_by_policy_is_a_clear_error(client):
     assert response.status_code == 403
     error = response.json()["error"]
     assert error["code"] == "CRAWL_REFUSED" and "RAG_ALLOWED_DOMAINS" in error["message"]
+    streamed = client.post("/crawl", json={"index_url": "https://example.com/", "site_id": SITE_A},
+                           headers={**auth(KEY_A), "Accept": "application/x-ndjson"})
+    last = json.loads(streamed.text.strip().splitlines()[-1])
+    assert last["event"] == "error" and last["error"]["code"] == "CRAWL_REFUSED"
