@@ -81,15 +81,10 @@ WorkbenchDep = Annotated[Any, Depends(get_workbench)]
 
 
 def _text(value: str | None, name: str) -> str | None:
-    """Query and path text PostgreSQL can store: no NUL, valid UTF-8."""
-    if value is None:
-        return None
-    if "\x00" in value:
-        raise InvalidInput(f"{name} contains a NUL character; remove it.", details={"field": name})
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{name} is not valid UTF-8 text.", details={"field": name}) from None
+    """Query and path text PostgreSQL can store (the bodies' fields are checked by their models)."""
+    problem = s.text_problem(value) if value is not None else None
+    if problem:
+        raise InvalidInput(f"{name} {problem}.", details={"field": name})
     return value
 
 

@@ -11,6 +11,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL could not store `text` (a NUL, a lone surrogate from a JSON escape), or None."""
+    if "\x00" in text:
+        return "contains a NUL character; remove it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text (a lone surrogate escape)"
+    return None
+
+
 class Body(BaseModel):
     """Unknown fields are refused: a misspelt option must not be silently ignored."""
 
@@ -19,15 +30,10 @@ class Body(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _storable_text(cls, value: Any) -> Any:
-        """Text PostgreSQL can store: no NUL character, no lone surrogate from a JSON escape."""
         for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                if "\x00" in item:
-                    raise ValueError("contains a NUL character; remove it")
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise ValueError("is not valid UTF-8 text (a lone surrogate escape)") from None
+            problem = text_problem(item) if isinstance(item, str) else None
+            if problem:
+                raise ValueError(problem)
         return value
 
 
