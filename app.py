@@ -26,6 +26,7 @@ page = st.navigation(PAGES)
 app_ui.wb()  # opens the store once (or explains why it cannot) before any page draws
 app_ui.site_selector()
 info = app_ui.call(app_ui.status, app_ui.current_site())
+app_ui.show_flash()
 if info:
     st.sidebar.caption(f"{info['documents']:,} documents · {info['chunks']:,} chunks · "
                        f"{info['embedder'] or info['configured_embedder']}")

@@ -67,6 +67,20 @@ def invalidate() -> None:
     st.cache_data.clear()
 
 
+def flash(message: str) -> None:
+    """Show `message` as a success box at the top of the next run (after an st.rerun)."""
+    st.session_state["flash"] = [*st.session_state.get("flash", []), message]
+
+
+def show_flash() -> None:
+    """The messages left by `flash` for this run."""
+    messages = st.session_state.get("flash", [])
+    if messages:
+        del st.session_state["flash"]
+    for message in messages:
+        st.success(message, icon=":material/check_circle:")
+
+
 # ----- cached reads (aggregated in SQL by the Workbench; cached briefly because they run on every rerun) -----
 @st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
 def status(site_id: str | None = None) -> dict[str, Any]:
@@ -203,11 +217,16 @@ def report_table(outcomes: Sequence[Any]) -> list[dict[str, Any]]:
     return [{"source": o.source, "status": o.status, "chunks": o.chunks, "reason": o.reason or ""} for o in outcomes]
 
 
+def ingest_summary(report: Any) -> str:
+    """One line about an IngestReport."""
+    s = report.to_dict()
+    return (f"{s['indexed']} indexed, {s['updated']} updated, {s['unchanged']} unchanged, {s['failed']} failed · "
+            f"{s['chunks']} chunks in {s['duration_s']:.1f} s")
+
+
 def show_ingest_report(report: Any) -> None:
     """A one-line summary of an IngestReport, its failures as warnings and a table of every source."""
-    summary = report.to_dict()
-    st.success(f"{summary['indexed']} indexed, {summary['updated']} updated, {summary['unchanged']} unchanged, "
-               f"{summary['failed']} failed · {summary['chunks']} chunks in {summary['duration_s']:.1f} s")
+    st.success(ingest_summary(report))
     for failure in report.failures:
         st.warning(f"{failure.source}: {failure.reason}")
     st.dataframe(report_table(report.outcomes), hide_index=True, width="stretch")
@@ -225,8 +244,8 @@ def offer_sample_corpus(key: str) -> None:
         bar.empty()
         if report is not None:
             invalidate()
-            show_ingest_report(report)
-            st.button("Continue", key=f"{key}-continue", type="primary")
+            flash(f"Sample corpus: {ingest_summary(report)}. Ask a question or search now.")
+            st.rerun()  # every count, the sidebar included, redraws with the new documents
     cols[1].page_link("pages/ingestion.py", label="Add your own documents", icon=":material/upload_file:")
 
 
@@ -268,7 +287,7 @@ def cited_spans(answer: str, n: int, passage: str) -> list[tuple[int, int]]:
 def text_block(body_html: str) -> None:
     """A passage in a quiet box that keeps its line breaks."""
     st.html(f'<div style="white-space:pre-wrap;font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;'
-            f'padding:0.4rem 0.8rem;max-height:18rem;overflow:auto">{body_html}</div>')
+            f'padding:0.4rem 0.8rem;max-height:12rem;overflow:auto">{body_html}</div>')
 
 
 def source_label(path: str, page: int | None = None) -> str:
@@ -293,4 +312,8 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             cols[1].markdown(f"**{html.escape(title)}** " + source_label(c.get("documentPath", ""), c.get("page"))
                              if title else source_label(c.get("documentPath", ""), c.get("page")))
             passage = c.get("text") or ""
-            text_block(marked_html(passage, cited_spans(answer, n, passage)))
+            spans = cited_spans(answer, n, passage)
+            # Start the box a little before the first quoted sentence, so the highlight is in view.
+            start = passage.rfind("\n", 0, max(0, spans[0][0] - 200)) + 1 if spans and spans[0][0] > 300 else 0
+            body = marked_html(passage[start:], [(a - start, b - start) for a, b in spans])
+            text_block(("… " if start else "") + body)

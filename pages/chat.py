@@ -55,15 +55,16 @@ if info is not None and info["chunks"] == 0:
 # ----- the conversation so far (replayed from the database, sources included) -----
 history = ui.call(wb.chat_history, session_id, limit=HISTORY_SHOWN, default=[]) or []
 if not history:
-    st.caption("Ask anything about your documents; every answer lists the passages it used. "
-               "Try: *What is this project?* or *How do I ingest a folder?*")
-for message in history:
+    st.caption("Ask anything about your documents; every answer lists the passages it used. With the sample "
+               "corpus try: *What does hybrid search do?* or *How do I delete a document?*")
+last_answer = max((i for i, m in enumerate(history) if m["role"] == "assistant"), default=-1)
+for i, message in enumerate(history):
     if message["role"] not in ("user", "assistant"):
         continue
     with st.chat_message(message["role"]):
         st.markdown(message["content"])
         if message["role"] == "assistant":
-            ui.sources_panel(message["sources"], message["content"])
+            ui.sources_panel(message["sources"], message["content"], expanded=i == last_answer)
 
 # ----- a new turn -----
 prompt = st.chat_input("Ask about your documents")
@@ -88,5 +89,5 @@ if prompt:
                 st.page_link("pages/ingestion.py", label="Go to Ingestion to add documents",
                              icon=":material/upload_file:")
             else:
-                ui.sources_panel([s.to_citation() for s in turn.sources], turn.answer, expanded=True)
                 ui.invalidate()  # the session list and retention counts changed
+                st.rerun()  # replays the turn from the database, sources included, and retitles the session

@@ -23,7 +23,8 @@ if info is not None:
     cols[1].metric("Chunks", f"{info['chunks']:,}")
     cols[2].metric("Web pages", f"{info['web_sources']:,}")
     cols[3].metric("Database", f"{info['database_bytes'] / 1e6:.1f} MB")
-    cols[4].metric("Vector index", "HNSW ready" if info["vector_index"] else "missing")
+    cols[4].metric("Vector index", "ready" if info["vector_index"] else "missing",
+                   help="The HNSW index on the chunk vectors; a bulk load rebuilds it once at the end.")
     st.caption(f"Embedder **{info['embedder'] or info['configured_embedder']}** "
                f"({info['dimension'] or '?'} dimensions) · database {info['database']} · "
                f"last indexed {(info['last_indexed_at'] or 'never')[:19].replace('T', ' ')} · new documents go to "
@@ -118,8 +119,8 @@ pages = max(1, -(-total // PAGE_SIZE))
 if total == 0:
     st.caption("No sources yet.")
 else:
-    page = st.number_input(f"Page (of {pages}, {PAGE_SIZE} per page, newest first)", min_value=1, max_value=pages,
-                           value=1, step=1, key="sources_page")
+    page = st.columns([1, 3])[0].number_input(f"Page (of {pages}, {PAGE_SIZE} per page, newest first)", min_value=1,
+                                              max_value=pages, value=1, step=1, key="sources_page")
     rows = ui.call(ui.documents, site, PAGE_SIZE, (int(page) - 1) * PAGE_SIZE, default=[]) or []
     table = [{"source": r["source"], "type": r["file_type"], "category": r["category"], "chunks": r["chunk_count"],
               "size KB": round((r["file_size"] or 0) / 1024, 1), "indexed at": r["indexed_at"],

@@ -41,7 +41,7 @@ else:
     st.info("No chat history yet: conversations on the Chat page (and messages stored by workflows) show up here.")
 
 st.subheader("Purge")
-days = st.number_input("Delete messages older than (days)", min_value=1, max_value=3650,
+days = st.columns([1, 3])[0].number_input("Delete messages older than (days)", min_value=1, max_value=3650,
                        value=int(policy["retention_days"]), step=1, key="purge_days")
 older_than = dt.timedelta(days=int(days))
 if st.button("Dry run: count what would be deleted", key="purge_dry", icon=":material/preview:"):

@@ -88,14 +88,15 @@ with charts[0]:
     if type_counts:
         fig = px.bar(x=list(type_counts), y=list(type_counts.values()), labels={"x": "type", "y": "documents"},
                      title="Document types", height=230)
-        fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
+        fig.update_xaxes(type="category")
+        fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
         st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=types_key, width="stretch")
 with charts[1]:
     if month_counts:
         fig = px.bar(x=list(month_counts), y=list(month_counts.values()), labels={"x": "month", "y": "documents"},
                      title="Documents per month", height=230)
         fig.update_xaxes(type="category")
-        fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
+        fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
         st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=months_key, width="stretch")
 narrowed = [f"type {', '.join(picked_types)}"] if picked_types else []
 if picked_months:

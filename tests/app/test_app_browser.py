@@ -1,0 +1,157 @@
+"""A real-browser pass: `streamlit run` on loopback, every page in headless Chromium, empty and then with data.
+
+Screenshots land in test-artifacts/ (git-ignored). The test fails, never skips, when Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rag_core.db.database import create_database_if_missing, drop_database, with_database
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+PAGES = {"chat": "", "search": "search", "ingestion": "ingestion", "retention": "retention", "analytics": "analytics"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def app_server(pg_server_url: str, tmp_path: Path):
+    """`streamlit run app.py` on a fresh, empty database; yields its base URL and stops it afterwards."""
+    url = with_database(pg_server_url, f"rag_browser_{uuid.uuid4().hex[:10]}")
+    create_database_if_missing(url)
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": url, "RAG_DATA_DIR": str(tmp_path / "data")}
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # ROOT: .streamlit/config.toml applies, as with `make run`
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}: {(tmp_path / 'streamlit.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{base}/_stcore/health", timeout=2).text == "ok":
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("streamlit did not answer /_stcore/health within 90 s")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        drop_database(url)
+
+
+def settle(page, timeout_s: float = 120) -> None:
+    """Wait until the script run is over: the app is drawn and the 'running' indicator stayed away a while."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
+    page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=timeout_s * 1000)
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        if running:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 1.5:
+            return
+        time.sleep(0.25)
+    pytest.fail(f"{page.url} kept running for {timeout_s} s")
+
+
+def check_and_shoot(page, name: str) -> None:
+    """Fail on any exception or error shown on the page; save a screenshot either way."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"app-{name}.png"), full_page=True)
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, f"{name}: {exceptions.first.inner_text()[:800]}"
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, f"{name}: {errors.first.inner_text()[:800]}"
+    body = page.locator("body").inner_text()
+    assert "Traceback" not in body, f"{name}: a traceback is on the page"
+
+
+def test_every_page_in_headless_chromium(app_server: str) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian packages chromium and chromium-driver "
+                    "(`make system-deps` or `apt-get install chromium chromium-driver`).")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            # First run: every page on an empty database.
+            for name, path in PAGES.items():
+                page.goto(f"{app_server}/{path}")
+                settle(page)
+                check_and_shoot(page, f"empty-{name}")
+            for name in ("chat", "search", "ingestion"):
+                page.goto(f"{app_server}/{PAGES[name]}")
+                settle(page)
+                assert page.get_by_role("button", name="Index the sample corpus").count() == 1, name
+
+            # One click indexes the sample corpus; then chat, search and every other page with data.
+            page.goto(f"{app_server}/")
+            settle(page)
+            page.get_by_role("button", name="Index the sample corpus").click()
+            page.get_by_text("chunks in", exact=False).first.wait_for(timeout=180_000)
+            settle(page)
+            check_and_shoot(page, "sample-corpus-indexed")
+
+            page.goto(f"{app_server}/")
+            settle(page)
+            page.get_by_placeholder("Ask about your documents").fill("How do I connect to my own PostgreSQL server?")
+            page.keyboard.press("Enter")
+            page.get_by_text("Sources (", exact=False).first.wait_for(timeout=120_000)
+            settle(page)
+            assert page.get_by_text("DATABASE_URL", exact=False).count() > 0
+            page.locator('[data-testid="stChatMessage"]').first.scroll_into_view_if_needed()
+            check_and_shoot(page, "data-chat")
+
+            page.goto(f"{app_server}/search")
+            settle(page)
+            box = page.get_by_placeholder("e.g. how does hybrid search rank documents?")
+            box.fill("hybrid search fuses BM25")
+            box.press("Enter")
+            page.get_by_text("documents ·", exact=False).first.wait_for(timeout=120_000)
+            settle(page)
+            assert page.get_by_text("Why this hit", exact=False).count() > 0
+            check_and_shoot(page, "data-search")
+
+            for name in ("ingestion", "retention", "analytics"):
+                page.goto(f"{app_server}/{PAGES[name]}")
+                settle(page)
+                check_and_shoot(page, f"data-{name}")
+            assert page.get_by_text("Search volume", exact=False).count() > 0  # the searches above were logged
+        finally:
+            browser.close()
