@@ -70,6 +70,9 @@ class RagSettings(BaseSettings):
     chat_similarity_floor: float = Field(
         default=0.3, ge=0.0, le=1.0,
         description="Chunks less similar to the question stay out of chat answers (measured for use-multilingual).")
+    chat_term_coverage: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="A chunk below the floor still enters when it holds this share of the question's words; 0 turns it off.")
     language: Literal["en", "ru", "ja"] = Field(default="en", description="Labels of rendered answers.")
 
     # --- retention ---

@@ -50,9 +50,29 @@ def format_references(hits: Sequence[ChunkHit]) -> str:
     return BLOCK_SEPARATOR.join(reference_block(n, h.source, h.text) for n, h in enumerate(hits, 1))
 
 
-def relevant_hits(hits: Sequence[ChunkHit], floor: float) -> list[ChunkHit]:
-    """Hits at or above the similarity floor: unrelated chunks stay out of answers."""
-    return [h for h in hits if h.similarity >= floor]
+def relevant_hits(hits: Sequence[ChunkHit], floor: float, coverage: dict[int, float] | None = None,
+                  min_coverage: float = 0.0) -> list[ChunkHit]:
+    """Hits at or above the similarity floor, or holding `min_coverage` of the question's words.
+
+    The cosine floor alone was tuned where the embedder is strong (Japanese): for English help
+    questions use-multilingual scores the right passage at 0.1-0.3, so half of them lost every
+    source. Literal coverage of the question's words tells those passages from unrelated ones.
+    """
+    coverage = coverage or {}
+    return [h for h in hits if h.similarity >= floor
+            or (min_coverage > 0 and coverage.get(h.chunk_id, 0.0) >= min_coverage)]
+
+
+def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> list[ChunkHit]:
+    """The hits chat may answer from, best first, within the context byte budget."""
+    settings = wb.settings
+    coverage: dict[int, float] = {}
+    if settings.chat_term_coverage > 0 and any(h.similarity < settings.chat_similarity_floor for h in hits):
+        from rag_core.search.hybrid import term_coverage
+
+        coverage = term_coverage(wb.db, query, hits)
+    kept = relevant_hits(hits, settings.chat_similarity_floor, coverage, settings.chat_term_coverage)
+    return within_budget(kept, settings.chat_context_bytes)
 
 
 def history_limit(configured: int) -> int:
@@ -81,8 +101,7 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
         except Exception:  # seed 002, AC22: a failed search leaves the knowledge part out, the rest goes on
             log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
             hits = []
-        chosen = within_budget(relevant_hits(hits, wb.settings.chat_similarity_floor),
-                               wb.settings.chat_context_bytes)
+        chosen = grounded_hits(wb, query.strip(), hits)
         if chosen:
             parts.append(format_references(chosen))
     recent = sessions.recent_messages(wb.db, user_id=user_id, site_id=site_id,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import Source, render_turn
-from rag_core.chat.context import format_references, relevant_hits, within_budget
+from rag_core.chat.context import format_references, grounded_hits
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, NotFound
 
@@ -104,8 +104,9 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
         log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
         hits, retrieval_failed = [], True
 
-    # 4. CONTEXT: hits above the similarity floor, best first, whole chunks within the byte budget.
-    chosen = within_budget(relevant_hits(hits, settings.chat_similarity_floor), settings.chat_context_bytes)
+    # 4. CONTEXT: hits above the similarity floor (or covering the question's words), best first,
+    # whole chunks within the byte budget.
+    chosen = grounded_hits(wb, retrieval_query, hits)
     sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,

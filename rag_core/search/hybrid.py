@@ -467,3 +467,28 @@ def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, si
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],
                      fulltext_score=float(r[15]) if r[15] is not None else None, language=r[16])
             for r in rows]
+
+
+_COVERAGE_SQL = """
+SELECT i.id, count(*) FILTER (WHERE l.lex = ANY (tsvector_to_array(c.fts)))::float8 / count(*)
+FROM unnest(%(ids)s::bigint[], %(cfgs)s::text[], %(texts)s::text[]) AS i(id, cfg, txt)
+JOIN chunks c ON c.id = i.id
+CROSS JOIN LATERAL (SELECT DISTINCT lex FROM unnest(tsvector_to_array(to_tsvector(i.cfg::regconfig, i.txt))) AS u(lex)) l
+GROUP BY i.id
+"""
+
+
+def term_coverage(db: Any, query: str, hits: Sequence[ChunkHit]) -> dict[int, float]:
+    """For each hit, the share of the query's distinct lexemes that its chunk contains (0..1).
+
+    Each chunk is judged under its own text-search config (stemmed English or Russian, bigrams
+    for Japanese), so the figure says how much of the question the passage literally speaks of.
+    A query with no lexemes (only stop words) covers nothing: its chunks are absent from the result.
+    """
+    if not hits:
+        return {}
+    langs = [h.language or "other" for h in hits]
+    params = {"ids": [h.chunk_id for h in hits], "cfgs": [FTS_CONFIG.get(lang, "simple") for lang in langs],
+              "texts": [cjk_bigrams(query) if lang == "ja" else query for lang in langs]}
+    with db.connection() as conn:
+        return {int(r[0]): float(r[1]) for r in conn.execute(_COVERAGE_SQL, params).fetchall()}

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from openai_server import OpenAIServer
+from workbench_variant import variant
 from rag_core.workbench import Workbench
 
 DOCS = [
@@ -57,13 +58,6 @@ def llm_server(openai_server: OpenAIServer) -> OpenAIServer:
     openai_server.reset()
     yield openai_server
     openai_server.reset()
-
-
-def variant(wb: Workbench, **settings: object) -> Workbench:
-    """A Workbench on the same database and embedder with other settings (no model reload)."""
-    other = Workbench(wb.settings.model_copy(update=settings), wb.db, wb.database_url, wb.embedded)
-    other._embedder = wb.embedder
-    return other
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import variant
+from workbench_variant import variant
 from rag_core.chat.prompts import CONDENSE_SYSTEM
 from rag_core.errors import LLMError
 

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from conftest import variant
+from workbench_variant import variant
 from rag_core import open_workbench
 from rag_core.errors import InvalidInput
 

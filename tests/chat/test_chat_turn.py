@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from conftest import variant
+from workbench_variant import variant
 
 CITATION_KEYS = {"n", "text", "documentPath", "documentTitle", "chunkId", "documentId", "similarity", "page",
                  "startChar", "endChar"}
@@ -61,16 +61,35 @@ def test_second_question_uses_the_first(wb, docs_site, session_id) -> None:
 
 
 def test_no_relevant_documents_still_prints_sources(wb, docs_site, session_id) -> None:
-    strict = variant(wb, chat_similarity_floor=0.99)
+    strict = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0)
     turn = strict.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
     assert turn.sources == [] and turn.flags["no_sources"] and turn.flags["stored"]
     assert turn.rendered.startswith("## Sources\nNo relevant documents found.\n\n## Answer\n")
     assert "No relevant documents were found" in turn.answer
     assert _messages(wb, session_id)[1][2] == []
 
-    russian = variant(wb, chat_similarity_floor=0.99, language="ru")
+    russian = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0, language="ru")
     turn = russian.chat("Где реализован гибридный поиск?", session_id=session_id, site_id=docs_site)
     assert turn.rendered.startswith("## Источники\nРелевантные документы не найдены.\n\n## Ответ\n")
+
+
+def test_a_passage_holding_the_question_words_is_a_source_below_the_floor(wb, docs_site, session_id) -> None:
+    """With the cosine floor out of reach, only the question's literal words can admit a passage."""
+    from rag_core.search.hybrid import term_coverage
+
+    lexical = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0.5)
+    question = "Where is hybrid search implemented?"
+    hits = lexical.retrieve(question, k=4, site_id=docs_site)
+    coverage = term_coverage(wb.db, question, hits)
+    by_source = {h.source: coverage.get(h.chunk_id, 0.0) for h in hits}
+    assert by_source["docs/search.md"] == 1.0  # hybrid, search, implement: all three stems
+    assert all(v < 0.5 for s, v in by_source.items() if s != "docs/search.md")
+
+    turn = lexical.chat(question, session_id=session_id, site_id=docs_site)
+    assert [s.path for s in turn.sources] == ["docs/search.md"]
+    unrelated = lexical.chat("What is the capital of France?", session_id=f"{session_id}-new", site_id=docs_site)
+    wb.chat_reset(f"{session_id}-new")
+    assert unrelated.sources == [] and unrelated.flags["no_sources"]
 
 
 def test_empty_index_gives_the_ingest_hint_and_stores_nothing(wb, session_id) -> None:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from rag_core.chat.context import format_references, within_budget
+from rag_core.chat.context import format_references, relevant_hits, within_budget
 from rag_core.chat.extractive import pick_sentences, score_sentences, split_sentences, terms
 from rag_core.chat.prompts import AnswerRequest, Passage, session_title
 from rag_core.chat.retention import parse_duration
@@ -28,6 +28,15 @@ def test_budget_keeps_whole_chunks_best_first_and_skips_what_does_not_fit() -> N
     assert len(format_references(chosen).encode("utf-8")) <= 300
     assert within_budget(hits, 10) == []
     assert format_references([]) == ""
+
+
+def test_a_hit_enters_by_similarity_or_by_covering_the_question() -> None:
+    hits = [_hit(1, "a"), _hit(50, "b"), _hit(70, "c")]  # similarities 0.89, 0.40, 0.20
+    assert [h.chunk_id for h in relevant_hits(hits, 0.3)] == [1, 50]
+    coverage = {70: 0.5, 50: 0.1}
+    assert [h.chunk_id for h in relevant_hits(hits, 0.3, coverage, 0.5)] == [1, 50, 70]  # rank order kept
+    assert [h.chunk_id for h in relevant_hits(hits, 0.3, {70: 0.49}, 0.5)] == [1, 50]
+    assert [h.chunk_id for h in relevant_hits(hits, 0.3, {70: 1.0}, 0.0)] == [1, 50]  # 0 turns coverage off
 
 
 def test_session_titles_are_cut_sensibly() -> None:
