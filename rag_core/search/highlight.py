@@ -19,9 +19,13 @@ from rag_core.textproc import FTS_CONFIG, cjk_bigrams
 # Private-use characters mark matches inside ts_headline output; they never occur in stored text
 # that matters, and are stripped from the chunk before it is highlighted.
 _START, _STOP, _SEP = "\ue000", "\ue001", "\ue002"
+# PostgreSQL's parser reads `<message>` as an XML tag and ts_headline drops it from the fragment:
+# angle brackets travel as private-use stand-ins and come back in the output.
+_LT, _GT = "\ue003", "\ue004"
+_RESTORE = {_LT: "<", _GT: ">"}
 _OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", FragmentDelimiter="{_SEP}", '
             "MaxWords=28, MinWords=10, ShortWord=2, MaxFragments=2")
-_MARKERS = re.compile(f"[{_START}{_STOP}{_SEP}]")
+_MARKERS = re.compile(f"[{_START}{_STOP}{_SEP}{_LT}{_GT}]")
 _CJK = "\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
@@ -63,7 +67,7 @@ def _parse_headline(marked: str) -> list[Highlight]:
                     spans.append((start, length))
                 start = None
             else:
-                text.append(ch)
+                text.append(_RESTORE.get(ch, ch))
                 length += 1
         plain = "".join(text).strip()
         shift = len("".join(text)) - len("".join(text).lstrip())
@@ -131,7 +135,8 @@ def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: 
                     items: Sequence[tuple[str | None, str]]) -> list[list[Highlight]]:
     """Fragments for each (language, text) item, in order, for the query's lexemes under `configs`."""
     results: list[list[Highlight]] = [[] for _ in items]
-    sql_rows = [(i, FTS_CONFIG.get(lang or "other", "simple"), _MARKERS.sub(" ", text))
+    sql_rows = [(i, FTS_CONFIG.get(lang or "other", "simple"),
+                 _MARKERS.sub(" ", text).replace("<", _LT).replace(">", _GT))
                 for i, (lang, text) in enumerate(items) if lang != "ja"]
     for i, (lang, text) in enumerate(items):
         if lang == "ja":

@@ -123,3 +123,16 @@ def test_max_chunks_and_no_context(wb, site) -> None:
     assert len(chunks) == 2 and chunks[0]["relevance_score"] >= chunks[1]["relevance_score"]
     bare = wb.search("fire pump pressure test", site_id=site, include_context=False)
     assert bare["results"][0]["context_chunks"] == [] and bare["results"][0]["highlights"]
+
+
+def test_highlights_keep_text_in_angle_brackets(wb) -> None:
+    """PostgreSQL's parser takes `<message>` for a tag; the fragment must still show it."""
+    from rag_core.search.highlight import highlight_texts
+
+    text = "Use /rag:chat <message> [k] to ask; reset forgets the chat memory of <session> & more."
+    with wb.db.connection() as conn:
+        [[fragment]] = highlight_texts(conn, "reset the chat memory", ["english"], ["reset the chat memory"],
+                                       [("en", text)])
+    assert fragment.text == text.rstrip(".")  # ts_headline ends the fragment at the last word
+    assert "<message>" in fragment.text and "<session>" in fragment.text
+    assert [fragment.text[s:e] for s, e in fragment.spans] == ["chat", "reset", "chat", "memory"]
