@@ -1,0 +1,68 @@
+"""`pytest` (testpaths include notebooks/, addopts --nbmake) runs each notebook on a small sample.
+
+The kernels nbmake starts inherit this process's environment: before each notebook runs, this
+points DATABASE_URL at a fresh test database (on RAG_TEST_DATABASE_URL's server, else an embedded
+server in a temporary folder), never the developer's store, and sets RAG_EVAL_SAMPLE to a small
+sample. The environment is restored after each notebook; the database is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rag_core.evaluation.notebooks import notebook_test_env
+
+_state: dict[str, object] = {}
+
+
+def _test_database() -> tuple[str, str]:
+    if "url" not in _state:
+        from rag_core.db.database import create_database_if_missing, with_database
+
+        # One fixed folder per machine user: pytest's own temp folders are pruned by any other pytest
+        # run (even one on another checkout) while this server still uses them; the embedded server
+        # is shared by concurrent runs and each run gets its own database.
+        folder = Path(tempfile.gettempdir()) / f"rag-notebook-tests-{os.getuid() if hasattr(os, 'getuid') else 'u'}"
+        server = os.environ.get("RAG_TEST_DATABASE_URL")
+        if not server:
+            from rag_core.db.server import embedded_server_uri
+
+            # A failure here fails the notebook with the reason; notebooks never skip for a missing database.
+            server = embedded_server_uri(folder / "pg")
+        url = with_database(server, f"rag_nb_{uuid.uuid4().hex[:10]}")
+        create_database_if_missing(url)
+        _state.update(url=url, folder=folder)
+    return str(_state["url"]), str(Path(str(_state["folder"])) / "data")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.path.suffix != ".ipynb":
+        return
+    url, data_dir = _test_database()
+    values = notebook_test_env(url, data_dir, dict(os.environ))
+    _state["saved"] = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    saved = _state.pop("saved", None)
+    if item.path.suffix != ".ipynb" or not isinstance(saved, dict):
+        return
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "url" in _state:
+        from rag_core.db.database import drop_database
+
+        drop_database(str(_state["url"]))
+        _state.clear()
