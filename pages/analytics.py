@@ -71,15 +71,18 @@ else:
         p95 = (r.get("latency_ms") or {}).get("p95")
         rows.append({"set": r["dataset"], "mode": r["mode"], "hit@5": r.get("hit@5"), "ndcg@10": r.get("ndcg@10"),
                      "mrr@10": r.get("mrr@10"), "recall@5": r.get("recall@5"), "p50 ms": (r.get("latency_ms") or {}).get("p50"),
-                     "p95 ms": p95, "hit@5 > 0.85": "✅" if (r.get("hit@5") or 0) > ui.HIT5_TARGET else "❌",
-                     "p95 < 1 s": "✅" if p95 is not None and p95 < ui.P95_TARGET_MS else "❌",
+                     "p95 ms": p95, "hit@5 > 0.85": (r.get("hit@5") or 0) > ui.HIT5_TARGET,
+                     "p95 < 1 s": p95 is not None and p95 < ui.P95_TARGET_MS,
                      "queries": r.get("queries"), "embedder": r.get("embedder"),
                      "written": str(r.get("written", ""))[:16].replace("T", " ")})
     fig = px.bar(rows, x="set", y="hit@5", color="mode", barmode="group", height=300, range_y=[0, 1],
-                 title="hit@5 per set and mode (dashed: the 0.85 target)")
+                 title="hit@5 per set and mode (dashed: the 0.85 target)",
+                 color_discrete_map={"hybrid": "#2f6fde", "fulltext": "#9bb7e8", "semantic": "#6cc3a0"})
     fig.add_hline(y=ui.HIT5_TARGET, line_dash="dash", line_color="#e45756")
     fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
     st.plotly_chart(fig, width="stretch")
-    st.dataframe(rows, hide_index=True, width="stretch")
+    st.dataframe(rows, hide_index=True, width="stretch", column_config={
+        "hit@5 > 0.85": st.column_config.CheckboxColumn(help="The quality target of seed 001, read as hit@5."),
+        "p95 < 1 s": st.column_config.CheckboxColumn(help="The latency target.")})
     st.caption("From eval/results/retrieval_<set>_<mode>.json (the newest per set and mode). hit@5: a relevant "
                "document among the first five; latency is Workbench.search per query.")

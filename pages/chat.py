@@ -56,7 +56,7 @@ if info is not None and info["chunks"] == 0:
 history = ui.call(wb.chat_history, session_id, limit=HISTORY_SHOWN, default=[]) or []
 if not history:
     st.caption("Ask anything about your documents; every answer lists the passages it used. With the sample "
-               "corpus try: *What does hybrid search do?* or *How do I delete a document?*")
+               "corpus try: *Which file types are supported?* or *How do I delete a document?*")
 last_answer = max((i for i, m in enumerate(history) if m["role"] == "assistant"), default=-1)
 for i, message in enumerate(history):
     if message["role"] not in ("user", "assistant"):

@@ -23,7 +23,7 @@ site = ui.current_site()
 # ----- sidebar filters -----
 with st.sidebar:
     st.subheader("Filters")
-    mode = st.radio("Mode", list(MODES), format_func=MODES.get, horizontal=True, key="search_mode",
+    mode = st.radio("Mode", list(MODES), format_func=MODES.get, key="search_mode",
                     help="Hybrid fuses full-text (BM25) and dense ranks; it is the best default.")
     types = st.multiselect("Document types", DOCUMENT_TYPES, key="search_types")
     date_from = st.date_input("Documents dated from", value=None, key="search_from", format="YYYY-MM-DD")
