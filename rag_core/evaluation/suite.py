@@ -101,13 +101,17 @@ def failed_queries(result: EvalResult, ds: BeirDataset, limit: int = 10) -> pd.D
 
 
 def run_retrieval_suite(wb: Any, sets: list[str] | None = None, sample: int | None = None,
-                        distractors: int = DEFAULT_DISTRACTORS,
+                        distractors: int = DEFAULT_DISTRACTORS, out: Path | None = None,
                         log: Callable[[str], None] | None = print) -> RetrievalRun:
-    """Each set (sampled when RAG_EVAL_SAMPLE > 0) through each mode; writes retrieval_<set>_<mode>.json."""
+    """Each set (sampled when RAG_EVAL_SAMPLE > 0) through each mode; writes retrieval_<set>_<mode>.json.
+
+    Args:
+        out: the folder for the result files (default: results_dir(sample)).
+    """
     sample = wb.settings.eval_sample if sample is None else sample
     modes, note = search_modes(wb)
     run = RetrievalRun(sample=sample, note=note)
-    folder = results_dir(sample)
+    folder = out or results_dir(sample)
     for name in sets or available_sets():
         ds = load_eval_set(name, sample, distractors)
         run.datasets[ds.name] = ds

@@ -1,0 +1,57 @@
+"""Notebook 01's engine on a real sample: result files keep the format the Analytics page reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from rag_core.evaluation.runner import EvalResult, evaluate_dataset
+from rag_core.evaluation.suite import failed_queries, run_retrieval_suite, search_modes
+
+
+def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_scifact, tmp_path, monkeypatch):
+    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors: tiny_scifact)
+    run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None)
+    table = run.table()
+    assert list(table["mode"]) == ["semantic", "fulltext", "hybrid"]
+    assert (table["queries"] == 3).all()
+    data = json.loads((tmp_path / "retrieval_scifact_hybrid.json").read_text())
+    for key in ("precision@5", "hit@5", "recall@5", "mrr@10", "ndcg@10", "latency_ms", "queries", "mode", "dataset"):
+        assert key in data
+    assert data["dataset"] == tiny_scifact.name and data["mode"] == "hybrid"
+    assert 0.0 <= data["hit@5"] <= 1.0 and data["latency_ms"]["p95"] >= data["latency_ms"]["p50"] > 0
+    # the same query through the same store gives the same ranking on a second run
+    again = evaluate_dataset(wb, tiny_scifact, mode="hybrid")
+    first = next(r for r in run.results if r.mode == "hybrid")
+    assert [q["ranked"] for q in again.per_query] == [q["ranked"] for q in first.per_query]
+
+
+def test_without_a_reranker_there_is_no_rerank_row_and_a_note_says_how(wb):
+    modes, note = search_modes(wb)
+    assert [label for label, _, _ in modes] == ["semantic", "fulltext", "hybrid"]
+    assert "RAG_RERANKER" in note
+
+
+def test_a_resampled_set_leaves_no_stale_documents_in_its_site(wb, tiny_scifact):
+    bigger = replace(tiny_scifact, name="scifact-prune")
+    evaluate_dataset(wb, bigger, mode="fulltext")
+    smaller = replace(bigger, corpus=bigger.corpus[:-5])
+    result = evaluate_dataset(wb, smaller, mode="fulltext")
+    assert result.ingest["removed"] == 5
+    assert wb.status(site_id=result.site_id)["documents"] == len(smaller.corpus)
+
+
+def test_failed_queries_show_the_expected_document_and_what_ranked_above_it(synthetic):
+    per_query = [
+        {"query_id": "q1", "ranked": ["d5", "d1"], "hit": 1.0},
+        {"query_id": "q2", "ranked": ["d7", "d8", "d9", "d0", "d5", "d6", "d3"], "hit": 0.0},
+        {"query_id": "q4", "ranked": ["d9"], "hit": 0.0},
+    ]
+    result = EvalResult("syn", "eval:syn", "hybrid", 5, 3, "x", 0, 0, 0, 0, 0, 0, 0, 0, per_query=per_query)
+    table = failed_queries(result, synthetic)
+    assert list(table["query"]) == ["two", "four"]
+    assert table.iloc[0]["expected rank"] == 7
+    assert table.iloc[0]["ranked above it"].split(" | ")[0].startswith("d7: Doc 7")
+    assert len(table.iloc[0]["ranked above it"].split(" | ")) == 6
+    assert table.iloc[1]["expected rank"] == "not in top 10"
+    assert table.iloc[1]["expected"] == "d4: Doc 4"
