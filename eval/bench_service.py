@@ -33,7 +33,8 @@ from typing import Any
 
 import httpx
 
-from rag_core import load_settings, open_workbench
+from rag_core import open_workbench
+from rag_core.api.rest import service_settings
 from rag_core.evaluation.datasets import load_beir, shared_eval_dir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.runner import machine
@@ -167,7 +168,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service*.json).")
     args = parser.parse_args()
 
-    settings = load_settings()
+    settings = service_settings()  # what `rag serve` runs with, so both sides embed alike
     with open_workbench(settings) as wb:
         site, queries = prepare_site(wb, args.docs)
         sample = queries[:args.sample]
@@ -192,7 +193,7 @@ def main() -> None:
         stop_server(proc)
     load_after = os.getloadavg()
     result = {
-        "site": site, "chunks": chunks, "workers": args.workers,
+        "site": site, "chunks": chunks, "workers": args.workers, "embed_threads": settings.embed_threads,
         "cache": f"on ({settings.search_cache_ttl_sec} s)" if args.cache else "off", "rate_limit": "off",
         "in_process": {"queries": len(local), "p50_ms": round(local_p50, 1), "p95_ms": round(percentile(local, 95), 1)},
         "http_one_client": {"queries": len(http_seq), "p50_ms": round(seq_p50, 1),

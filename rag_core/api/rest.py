@@ -16,6 +16,7 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, AsyncIterator, Callable, Iterator
 
+import anyio.to_thread
 import psycopg
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.encoders import jsonable_encoder
@@ -46,6 +47,11 @@ only on loopback. `/health` needs no key.
 **Errors** always have the shape `{"success": false, "error": {"code", "message", "details"}}`.
 **Rate limit**: `RAG_RATE_LIMIT` per key; over it, HTTP 429 `RATE_LIMIT` with `Retry-After`.
 """
+
+# A search embeds one short text. With more BLAS threads per call, concurrent requests spend their
+# CPU spinning: on 2 cores, 20 threads searching in one process did 3.2 searches/s with
+# RAG_EMBED_THREADS=2 and 52/s with 1 (one caller: 5.9/s and 24/s). An explicit setting still wins.
+SERVICE_EMBED_THREADS = 1
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from RAG_API_KEYS or RAG_ADMIN_API_KEY.")
 _header_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, as a header.")
@@ -214,9 +220,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "des
 _ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
 
 
+def service_settings(settings: RagSettings | None = None) -> RagSettings:
+    """The service's settings: one BLAS thread per embedding call unless RAG_EMBED_THREADS is set."""
+    settings = settings or load_settings()
+    if "embed_threads" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"embed_threads": SERVICE_EMBED_THREADS})
+    return settings
+
+
 def create_app(settings: RagSettings | None = None, workbench: Any = None, *, run_scheduler: bool = True) -> FastAPI:
     """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to."""
-    settings = settings or (workbench.settings if workbench is not None else load_settings())
+    settings = settings or (workbench.settings if workbench is not None else service_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     limiter = RateLimiter(settings.rate_limit, settings.redis_url)
     parse_purge_time(settings.retention_time)  # a bad time stops the start, not the first purge
@@ -231,6 +245,9 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Load the embedder before the first request: otherwise the first burst of clients all wait
+        # for it, and with several workers each worker's first burst does.
+        await anyio.to_thread.run_sync(lambda: workbench.embedder)
         scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
         try:
             yield
