@@ -62,23 +62,33 @@ def _client(request: Request) -> str:
     return f"ip:{request.client.host if request.client else 'unknown'}"
 
 
-def get_caller(request: Request,
-               bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None,
-               header_key: Annotated[str | None, Security(_header_key)] = None) -> Principal:
-    """Authenticate the key and count the request against the caller's rate limit."""
+async def get_caller(request: Request,
+                     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None,
+                     header_key: Annotated[str | None, Security(_header_key)] = None) -> Principal:
+    """Authenticate the key and count the request against the caller's rate limit.
+
+    Async, so a request does not queue for a worker thread twice; only a Redis round trip goes to a thread.
+    """
     keys: KeyRing = request.app.state.keys
     limiter: RateLimiter = request.app.state.limiter
+
+    async def hit(identity: str) -> None:
+        if limiter.shared:
+            await anyio.to_thread.run_sync(limiter.hit, identity)
+        else:
+            limiter.hit(identity)
+
     token = header_key or (bearer.credentials if bearer else None)
     try:
         caller = keys.authenticate(token)
     except Unauthorized:
-        limiter.hit(_client(request))  # guessing keys is limited per address
+        await hit(_client(request))  # guessing keys is limited per address
         raise
-    limiter.hit(_client(request) if keys.open else caller.identity)
+    await hit(_client(request) if keys.open else caller.identity)
     return caller
 
 
-def get_workbench(request: Request) -> Any:
+async def get_workbench(request: Request) -> Any:
     return request.app.state.workbench
 
 
