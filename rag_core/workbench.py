@@ -268,6 +268,15 @@ class Workbench:
         return run_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                         resource_name=resource_name, on_token=on_token)
 
+    def chat_prepare(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
+                     user_id: str | None = None, resource_name: str | None = None) -> "PreparedTurn":  # noqa: F821
+        """A turn for a client that answers with its own model: stores the message, returns history,
+        CONTEXT and the sources; the client stores its answer with `chat_append(..., sources=citations)`."""
+        from rag_core.chat.turn import prepare_turn
+
+        return prepare_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
+                            resource_name=resource_name)
+
     def chat_history(self, session_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The session's last `limit` messages, oldest first, assistant messages with their citations."""
         from rag_core.chat import sessions

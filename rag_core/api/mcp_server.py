@@ -271,6 +271,30 @@ def build_server(wb: Workbench) -> RagMCPServer:
                       "message_ids": turn.message_ids, "rendered": turn.rendered, "hint": hint}
         return _result(text, structured)
 
+    def rag_chat_prepare(
+        message: Annotated[str, Field(description="The user's message (up to 8000 characters).")],
+        session_id: SessionId = DEFAULT_SESSION,
+        k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
+        site_id: SiteId = None,
+    ) -> CallToolResult:
+        """The first half of a turn for a client that answers with its own model: stores the user's message,
+        reads the session's history, retrieves passages exactly as rag_chat_turn does and returns them.
+
+        The text is the `## Sources` block (print it as is), then the history and the numbered CONTEXT to
+        answer from; the structured content adds `citations`: pass them unchanged as `sources` to
+        rag_chat_append with the answer. An empty index stores nothing and suggests /rag:index."""
+        prepared = wb.chat_prepare(message, session_id=session_id, k=k, site_id=site_id)
+        data = prepared.to_dict()
+        if prepared.request is None:
+            hint = "Nothing is indexed yet: run /rag:index PATH (tool rag_index), then ask again."
+            return _result(f"{data['rendered_sources']}\n\n{hint}\n", {**data, "hint": hint})
+        context = data["context"]
+        history = "\n".join(f"{m['role']}: {m['content']}" for m in context["history"]) or "(no earlier messages)"
+        text = (f"{data['rendered_sources']}\n\nHISTORY:\n{history}\n\n"
+                f"CONTEXT:\n{context['context_text'] or '(no relevant passages)'}\n")
+        structured = {**data, "sources": _sources_brief(data["sources"])}
+        return _result(text, structured)
+
     def rag_chat_history(
         session_id: SessionId = DEFAULT_SESSION,
         limit: Annotated[int, _hint("How many of the last messages (1-1000).", minimum=1, maximum=1000)] = 8,
@@ -351,6 +375,8 @@ def build_server(wb: Workbench) -> RagMCPServer:
     tool(rag_search, "Search documents", read_only)
     tool(search_documents, "Search documents (seed 001)", read_only, parameters=SEARCH_DOCUMENTS_SCHEMA)
     tool(rag_chat_turn, "Chat turn with sources", ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    tool(rag_chat_prepare, "Prepare a chat turn for the client's own answer",
+         ToolAnnotations(destructive_hint=False, open_world_hint=False))
     tool(rag_chat_history, "Chat history", read_only)
     tool(rag_chat_append, "Append a chat message", ToolAnnotations(destructive_hint=False, open_world_hint=False))
     tool(rag_chat_reset, "Reset a chat session",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from rag_core.chat import instructions, sessions
-from rag_core.chat.citations import Source, render_turn
+from rag_core.chat.citations import Source, render_sources, render_turn
 from rag_core.chat.context import format_references, grounded_hits
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, NotFound
@@ -49,23 +49,42 @@ class ChatTurn:
         }
 
 
-def _no_index_turn(wb: "Workbench", message: str, session_id: str, site_id: str | None) -> ChatTurn:
-    words = labels(wb.settings.language)
-    answer = words["no_index"].format(where=f" (site '{site_id}')" if site_id else "")
-    return ChatTurn(session_id=session_id, question=message, answer=answer, sources=[], retrieval_query="",
-                    context={}, rendered=render_turn([], answer, wb.settings.language),
-                    flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
-                    llm=wb.llm.describe())
+@dataclass
+class PreparedTurn:
+    """A turn up to the model call: the user's message stored, history read, sources chosen.
 
-
-def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
-             site_id: str | None = None, user_id: str | None = None, resource_name: str | None = None,
-             on_token: Callable[[str], None] | None = None) -> ChatTurn:
-    """Answer one message with the session's history and the documents; store both messages.
-
-    The user's message is stored before the model is called, so an LLM failure (LLMError) loses
-    nothing; the assistant message and its citations are written in one statement afterwards.
+    `chat_prepare` hands this to a client that answers with its own model (Claude Code through MCP)
+    and stores the answer with `chat_append`; `run_turn` answers it with the configured LLM.
     """
+
+    session_id: str
+    question: str
+    retrieval_query: str
+    sources: list[Source]
+    request: AnswerRequest | None           # None when nothing is indexed
+    flags: dict[str, bool] = field(default_factory=dict)
+    message_ids: list[int] = field(default_factory=list)
+    language: str = "en"
+    no_index_answer: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """What an external model needs: the prompt pieces, the sources to cite and store, the flags."""
+        request = self.request
+        return {
+            "session_id": self.session_id, "question": self.question, "retrieval_query": self.retrieval_query,
+            "sources": [s.to_dict() for s in self.sources],
+            "citations": [s.to_citation() for s in self.sources],
+            "rendered_sources": render_sources(self.sources, self.language),
+            "context": request.to_dict() if request else {},   # history, passages, system_prompt
+            "flags": dict(self.flags), "message_ids": list(self.message_ids),
+            "hint": self.no_index_answer or None,
+        }
+
+
+def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
+                 site_id: str | None = None, user_id: str | None = None,
+                 resource_name: str | None = None) -> PreparedTurn:
+    """Steps 1-4 of a turn: index check, HISTORY, the user's message stored, retrieval, CONTEXT."""
     message = (message or "").strip()
     if not message:
         raise InvalidInput("The message is empty; type a question.")
@@ -78,7 +97,11 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
 
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
     if not sessions.has_indexed_chunks(wb.db, site_id):
-        return _no_index_turn(wb, message, session_id, site_id)
+        words = labels(settings.language)
+        return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
+                            flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
+                            language=settings.language,
+                            no_index_answer=words["no_index"].format(where=f" (site '{site_id}')" if site_id else ""))
 
     instruction = instructions.active_instruction(wb.db, site_id or sessions.DEFAULT_SITE, resource_name)
     if resource_name and instruction is None:
@@ -89,12 +112,11 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
     history = sessions.history(wb.db, session_id, settings.chat_history_messages)
     user_msg = sessions.append_message(wb.db, session_id, "user", message, site_id=site_id, user_id=user_id,
                                        title=session_title(message))
-    llm = wb.llm
 
     # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
     retrieval_query = message
     if any(m["role"] == "user" for m in history):
-        retrieval_query = llm.condense(history, message)
+        retrieval_query = wb.llm.condense(history, message)
 
     # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
     retrieval_failed = False
@@ -115,22 +137,45 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
         instruction=instruction["instruction_text"] if instruction else "",
         language=settings.language, retrieval_failed=retrieval_failed, context_text=format_references(chosen),
     )
+    return PreparedTurn(
+        session_id=session_id, question=message, retrieval_query=retrieval_query, sources=sources, request=request,
+        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed, "no_sources": not sources,
+               "condensed": retrieval_query != message, "new_session": bool(user_msg["session_created"]),
+               "instruction": instruction is not None},
+        message_ids=[user_msg["id"]], language=settings.language,
+    )
+
+
+def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
+             site_id: str | None = None, user_id: str | None = None, resource_name: str | None = None,
+             on_token: Callable[[str], None] | None = None) -> ChatTurn:
+    """Answer one message with the session's history and the documents; store both messages.
+
+    The user's message is stored before the model is called, so an LLM failure (LLMError) loses
+    nothing; the assistant message and its citations are written in one statement afterwards.
+    """
+    prepared = prepare_turn(wb, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
+                            resource_name=resource_name)
+    llm = wb.llm
+    if prepared.request is None:
+        answer = prepared.no_index_answer
+        return ChatTurn(session_id=prepared.session_id, question=prepared.question, answer=answer, sources=[],
+                        retrieval_query="", context={}, rendered=render_turn([], answer, prepared.language),
+                        flags=prepared.flags, llm=llm.describe())
 
     # 5. The answer (LLMError propagates: the user's message is already stored).
+    request, sources = prepared.request, prepared.sources
     answer = llm.answer(request, on_token=on_token)
-    if retrieval_failed:
-        notice = labels(settings.language)["retrieval_failed"]
+    if request.retrieval_failed:
+        notice = labels(wb.settings.language)["retrieval_failed"]
         answer = f"{notice}\n\n{answer}" if answer else notice
 
     # 6. The assistant message with the sources actually given to the model.
-    assistant_msg = sessions.append_message(wb.db, session_id, "assistant", answer, site_id=site_id,
+    assistant_msg = sessions.append_message(wb.db, prepared.session_id, "assistant", answer, site_id=site_id,
                                             user_id=user_id, sources=[s.to_citation() for s in sources])
     return ChatTurn(
-        session_id=session_id, question=message, answer=answer, sources=sources, retrieval_query=retrieval_query,
-        context=request.to_dict(), rendered=render_turn(sources, answer, settings.language),
-        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed,
-               "no_sources": not sources, "condensed": retrieval_query != message,
-               "new_session": bool(user_msg["session_created"]),
-               "instruction": instruction is not None},
-        llm=llm.describe(), message_ids=[user_msg["id"], assistant_msg["id"]],
+        session_id=prepared.session_id, question=prepared.question, answer=answer, sources=sources,
+        retrieval_query=prepared.retrieval_query, context=request.to_dict(),
+        rendered=render_turn(sources, answer, wb.settings.language), flags=prepared.flags,
+        llm=llm.describe(), message_ids=[*prepared.message_ids, assistant_msg["id"]],
     )

@@ -25,8 +25,8 @@ from rag_core.api.mcp_server import DEFAULT_SESSION, build_server
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ROOT / ".claude" / "commands" / "rag"
-TOOLS = {"rag_status", "rag_search", "search_documents", "rag_chat_turn", "rag_chat_history", "rag_chat_append",
-         "rag_chat_reset", "rag_index"}
+TOOLS = {"rag_status", "rag_search", "search_documents", "rag_chat_turn", "rag_chat_prepare", "rag_chat_history",
+         "rag_chat_append", "rag_chat_reset", "rag_index"}
 
 DOCS = [
     {"source": "mcp/hybrid.md", "title": "Hybrid search", "file_type": "md",
@@ -313,6 +313,48 @@ def test_chat_turn_history_append_reset(server, wb, mcp_site, session_id) -> Non
     assert "No messages" in text_of(call(server, "rag_chat_history", {"session_id": session_id}))
 
 
+def test_chat_prepare_then_append_is_a_turn_answered_by_the_client(server, wb, mcp_site, session_id) -> None:
+    """/rag:chat: the server retrieves and remembers, Claude writes the answer, the sources persist with it."""
+    question = "Where is hybrid search implemented?"
+    prepared = call(server, "rag_chat_prepare", {"message": question, "session_id": session_id,
+                                                 "site_id": mcp_site})
+    assert not prepared.is_error, text_of(prepared)
+    data = prepared.structured_content
+    text = text_of(prepared)
+    assert text.startswith(data["rendered_sources"]) and "\n\nHISTORY:\n(no earlier messages)\n" in text
+    assert data["sources"][0]["file_path"] == "mcp/hybrid.md"
+    assert "--- Reference 1 ---\nSource: mcp/hybrid.md\n" in text
+    assert [m["role"] for m in wb.chat_history(session_id, 10)] == ["user"]  # the question is kept already
+
+    # Retrieval is the chat turn's own: the same sources with the same similarity.
+    other = f"mcp-{uuid.uuid4().hex[:10]}"
+    try:
+        direct = wb.chat(question, session_id=other, site_id=mcp_site)
+    finally:
+        wb.chat_reset(other)
+    assert [(s["file_path"], s["similarity"]) for s in data["sources"]] == \
+        [(s.path, round(s.similarity, 4)) for s in direct.sources]
+
+    answer = "It is one SQL statement in rag_core/search/hybrid.py [1]."
+    stored = call(server, "rag_chat_append", {"session_id": session_id, "role": "assistant", "content": answer,
+                                              "sources": data["citations"]})
+    assert not stored.is_error, text_of(stored)
+    history = wb.chat_history(session_id, 10)
+    assert [(m["role"], m["content"]) for m in history] == [("user", question), ("assistant", answer)]
+    assert history[1]["sources"][0]["documentPath"] == "mcp/hybrid.md"
+
+    follow_up = call(server, "rag_chat_prepare", {"message": "And which file holds it?", "session_id": session_id,
+                                                  "site_id": mcp_site}).structured_content
+    assert [m["content"] for m in follow_up["context"]["history"]] == [question, answer]
+    assert follow_up["flags"]["condensed"] and "hybrid" in follow_up["retrieval_query"].lower()
+
+    empty_site = f"t-empty-{uuid.uuid4().hex[:6]}"
+    nothing = call(server, "rag_chat_prepare", {"message": "Anything?", "session_id": f"{session_id}-e",
+                                                "site_id": empty_site})
+    assert nothing.structured_content["flags"]["no_index"] and "/rag:index" in text_of(nothing)
+    assert wb.chat_history(f"{session_id}-e", 10) == []
+
+
 def test_chat_turn_defaults_to_the_claude_code_session(server, wb, mcp_site) -> None:
     before = len(wb.chat_history(DEFAULT_SESSION, 1000))
     try:
@@ -394,8 +436,8 @@ def test_slash_commands_name_only_tools_the_server_has(server) -> None:
         assert {t.removeprefix("mcp__rag__") for t in allowed} <= names, path.name
         assert "$ARGUMENTS" in body, path.name
         used |= mentioned
-    # rag_chat_append serves clients that write their own answers; no command needs it.
-    assert used == names - {"rag_chat_append"}
+    # /rag:chat lets Claude answer (prepare + append); rag_chat_turn serves clients without a model of their own.
+    assert used == names - {"rag_chat_turn"}
     _, chat_body = _frontmatter(COMMANDS / "chat.md")
     assert "## Sources" in chat_body and "/rag:index" in chat_body
     search_meta, search_body = _frontmatter(COMMANDS / "search.md")
