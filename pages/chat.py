@@ -45,7 +45,9 @@ with st.sidebar:
             ui.invalidate()
             _new_session()
             st.rerun()
-    st.caption(f"Answers by `{wb.llm.describe()}`")
+    answerer = ui.call(lambda: wb.llm.describe(), default=None)  # a bad RAG_LLM setting shows here, not as a trace
+    if answerer:
+        st.caption(f"Answers by `{answerer}`")
 
 st.title("Chat")
 info = ui.call(ui.status, site, default=None)

@@ -84,20 +84,23 @@ facets = overview["facets"]
 charts = st.columns(2)
 type_counts = facets.get("document_types") or {}
 month_counts = facets.get("date_distribution") or {}
+
+
+def facet_chart(counts: dict[str, int], axis: str, title: str, key: str) -> None:
+    """A bar chart of facet counts whose selected bars narrow the results (the page reruns on a click)."""
+    if not counts:
+        return
+    fig = px.bar(x=list(counts), y=list(counts.values()), labels={"x": axis, "y": "documents"}, title=title,
+                 height=230)
+    fig.update_xaxes(type="category")
+    fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
+    st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=key, width="stretch")
+
+
 with charts[0]:
-    if type_counts:
-        fig = px.bar(x=list(type_counts), y=list(type_counts.values()), labels={"x": "type", "y": "documents"},
-                     title="Document types", height=230)
-        fig.update_xaxes(type="category")
-        fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
-        st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=types_key, width="stretch")
+    facet_chart(type_counts, "type", "Document types", types_key)
 with charts[1]:
-    if month_counts:
-        fig = px.bar(x=list(month_counts), y=list(month_counts.values()), labels={"x": "month", "y": "documents"},
-                     title="Documents per month", height=230)
-        fig.update_xaxes(type="category")
-        fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
-        st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=months_key, width="stretch")
+    facet_chart(month_counts, "month", "Documents per month", months_key)
 narrowed = [f"type {', '.join(picked_types)}"] if picked_types else []
 if picked_months:
     narrowed.append(f"month {picked_months[0]}" + (f" to {picked_months[-1]}" if len(picked_months) > 1 else ""))

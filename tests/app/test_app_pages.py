@@ -198,3 +198,14 @@ def test_first_run_sample_corpus_answers_a_help_question(empty_db_url) -> None:
     reply = [m for m in at.chat_message if m.name == "assistant"][-1]
     assert "DATABASE_URL" in reply.markdown[0].value
     assert any("docs/getting-started.md" in m.value for m in reply.expander[0].markdown)
+
+
+def test_a_bad_setting_is_a_message_on_every_page(empty_db_url, monkeypatch) -> None:
+    monkeypatch.setenv("RAG_EMBEDDER", "no-such-embedder")
+    app_ui.workbench.clear()  # reopen with the bad setting
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception
+        assert any("no-such-embedder" in e.value and "CONFIG_ERROR" in e.value for e in at.error), page
+        assert any("DATABASE_URL" in i.value for i in at.info)
