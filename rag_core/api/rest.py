@@ -230,6 +230,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "des
 _ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
 
 
+def _warm_up(workbench: Any) -> None:
+    """Embed one text before serving: the packaged model builds its tokenizer on first use, and 100
+    requests arriving together on a cold server each built it at once (every one took over a minute)."""
+    try:
+        workbench.embedder.get_query_embedding("warm-up")
+    except Exception as exc:  # noqa: BLE001 - a remote embedder that is down must not stop the start
+        log.warning("Could not warm up the embedder (%s); the first searches will load it.", type(exc).__name__)
+
+
 def service_settings(settings: RagSettings | None = None) -> RagSettings:
     """The service's settings: one BLAS thread per embedding call unless RAG_EMBED_THREADS is set."""
     settings = settings or load_settings()
@@ -255,9 +264,7 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Load the embedder before the first request: otherwise the first burst of clients all wait
-        # for it, and with several workers each worker's first burst does.
-        await anyio.to_thread.run_sync(lambda: workbench.embedder)
+        await anyio.to_thread.run_sync(_warm_up, workbench)
         scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
         try:
             yield

@@ -8,6 +8,8 @@ import typer
 
 from rag_core.cli import app, console, run_safely
 
+WORKER_HEALTHCHECK_SEC = 60
+
 
 def configure_logging() -> None:
     """The service's own messages (purge summaries, warnings) on stderr beside uvicorn's."""
@@ -50,7 +52,9 @@ def serve(
     with open_workbench(settings) as wb:
         scheduler = start_retention_scheduler(wb, settings.retention_time)
         try:
+            # uvicorn restarts a worker that misses a 5 s ping; a worker busy with a burst of searches (or
+            # loading its model) on a loaded machine misses it and was killed with requests in flight.
             uvicorn.run("rag_core.api.rest:create_worker_app", factory=True, host=host, port=port, workers=workers,
-                        log_level="info")
+                        log_level="info", timeout_worker_healthcheck=WORKER_HEALTHCHECK_SEC)
         finally:
             scheduler.shutdown(wait=False)
