@@ -30,9 +30,9 @@ import pandas as pd
 
 from rag_core.evaluation.datasets import BeirDataset
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from rag_core.evaluation.scale import chunk_inputs
 from rag_core.evaluation.vectors import CachedEmbedder, embed_once, load_cache, save_cache, text_key
-from rag_core.ingest.chunking import chunk_text
-from rag_core.textproc import cjk_bigrams, detect_language, embedding_input
+from rag_core.textproc import cjk_bigrams, detect_language
 
 SITE = "peers"
 CHUNK_DEPTH = 40   # chunks asked of each peer so that ten distinct documents remain after folding
@@ -79,10 +79,9 @@ def prepare_corpus(wb: Any, ds: BeirDataset, vectors: dict[str, np.ndarray] | No
     s = wb.settings
     texts, doc_ids = [], []
     for d in ds.corpus:
-        title = (d["title"] or d["_id"]).strip()
-        for piece in chunk_text(d["text"], s.chunk_size, s.chunk_overlap):
-            texts.append(embedding_input(title, piece.text))
-            doc_ids.append(d["_id"])
+        pieces = chunk_inputs((d["title"] or d["_id"]).strip(), d["text"], s.chunk_size, s.chunk_overlap)
+        texts += pieces
+        doc_ids += [d["_id"]] * len(pieces)
     cache = vectors if vectors is not None else {}
     started = time.perf_counter()
     matrix = embed_once(wb.embedder, texts, cache, batch=s.embed_batch_size)

@@ -1,0 +1,181 @@
+"""Benchmark building blocks shared by eval/bench_search.py and eval/bench_scale.py.
+
+A large store is built from real text: the documents of the shared eval corpora, repeated with a
+variation marker in the title ("[v3]") until the target is reached. A repeat is embedded as its
+original plus small deterministic noise (CachedEmbedder), so only originals are ever encoded.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from rag_core.errors import RagError
+from rag_core.evaluation.datasets import load_beir, shared_eval_dir
+from rag_core.evaluation.metrics import percentile
+from rag_core.evaluation.vectors import text_key
+
+SETS = ("ru_construction", "scifact", "jsquad")
+SITE = "bench"
+# (label, filters): no filter, a broad one, a selective one, and one on a column
+FILTERS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("no filter", {}), ("source filter (one corpus)", {"source": "scifact/"}),
+    ("selective filter (1 corpus, 1 repeat)", {"source": "jsquad/v0/"}), ("type filter", {"types": ["txt"]}),
+)
+
+
+def chunk_inputs(title: str, text: str, chunk_size: int, chunk_overlap: int) -> list[str]:
+    """The texts our pipeline embeds for a document: each chunk prefixed with the title."""
+    from rag_core.ingest.chunking import chunk_text
+    from rag_core.textproc import embedding_input
+
+    return [embedding_input(title, piece.text) for piece in chunk_text(text, chunk_size, chunk_overlap)]
+
+
+def build_records(queries_per_set: int = 100) -> tuple[list[dict], list[dict]]:
+    """Corpus records of every set (shuffled so any size mixes the languages) and judged queries per set."""
+    records, queries = [], []
+    for name in SETS:
+        ds = load_beir(shared_eval_dir() / name)
+        for d in ds.corpus:
+            records.append({"set": name, "id": d["_id"], "title": d["title"], "text": d["text"]})
+        for qid in ds.judged_queries[:queries_per_set]:
+            queries.append({"set": name, "text": ds.queries[qid][:500]})
+    random.Random(0).shuffle(records)
+    random.Random(1).shuffle(queries)
+    return records, queries
+
+
+def vectors_from_store(wb: Any) -> dict[str, np.ndarray]:
+    """Chunk vectors of the eval:* sites already in a store (same chunking, same embedder), keyed by text."""
+    from rag_core.textproc import embedding_input
+
+    found: dict[str, np.ndarray] = {}
+    with wb.db.connection() as conn:
+        rows = conn.execute(
+            "SELECT d.title, c.text, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.site_id = ANY(%s) AND c.embedding IS NOT NULL", ([f"eval:{s}" for s in SETS],))
+        for title, text, emb in rows:
+            vec = emb.to_numpy() if hasattr(emb, "to_numpy") else emb
+            found[text_key(embedding_input(title, text))] = np.asarray(vec, dtype=np.float32)
+    return found
+
+
+def repeated_batches(records: Sequence[dict], batch_docs: int = 400) -> Iterator[list[dict]]:
+    """Ingest records in batches: v0 is the originals, v1, v2... repeats with the marker in the title."""
+    variant = 0
+    while True:
+        suffix = f" [v{variant}]" if variant else ""
+        batch: list[dict] = []
+        for r in records:
+            batch.append({"source": f"{r['set']}/v{variant}/{r['id']}", "title": (r["title"] or r["id"]) + suffix,
+                          "text": r["text"]})
+            if len(batch) == batch_docs:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+        variant += 1
+
+
+def bulk_ingest(wb: Any, records: Sequence[dict], target: int, unit: str = "chunks", site: str = SITE,
+                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Ingest repeats until `target` chunks (or documents) are stored; HNSW built once at the end."""
+    from rag_core.ingest import store, vector_index
+
+    column = "count(*)" if unit == "chunks" else "count(DISTINCT document_id)"
+    with wb.db.connection() as conn:
+        have = conn.execute(f"SELECT {column} FROM chunks WHERE site_id = %s", (site,)).fetchone()[0]
+    reused = have >= target
+    started = time.perf_counter()
+    if not reused:
+        vector_index.drop(wb.db)   # rows load into a live HNSW index at ~256/s: build it once at the end
+        with wb.db.connection() as conn:
+            already = {r[0] for r in conn.execute("SELECT source FROM documents WHERE site_id = %s", (site,))}
+        for batch in repeated_batches(records):
+            batch = [b for b in batch if b["source"] not in already]
+            if not batch:
+                continue
+            report = wb.ingest_texts(batch, site_id=site)
+            have += report.chunks if unit == "chunks" else len(batch)
+            if progress:
+                progress(min(have, target))
+            if have >= target:
+                break
+    load_s = time.perf_counter() - started
+    started = time.perf_counter()
+    vector_index.ensure(wb.db)
+    store.compact_term_stats(wb.db, [site], force=True)
+    import psycopg
+
+    # What autovacuum does after a bulk load, done now: statistics, visibility map, GIN pending list.
+    with psycopg.connect(wb.db.url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) documents, chunks, term_stats, corpus_stats")
+    with wb.db.connection() as conn:
+        chunks, docs = conn.execute("SELECT count(*), count(DISTINCT document_id) FROM chunks WHERE site_id = %s",
+                                    (site,)).fetchone()
+    return {"chunks": chunks, "documents": docs, "load_s": round(load_s, 1),
+            "index_s": round(time.perf_counter() - started, 1), "reused_store": reused}
+
+
+def timed_search(wb: Any, query: str, site: str = SITE, **kw: Any) -> tuple[float, str | None, int]:
+    """(milliseconds, error code or None, total results) of one uncached Workbench search."""
+    started = time.perf_counter()
+    try:
+        resp = wb.search_engine.search(query, site_id=site, use_cache=False, **kw)
+        return (time.perf_counter() - started) * 1000, None, resp["total_results"]
+    except RagError as exc:
+        return (time.perf_counter() - started) * 1000, exc.code, 0
+
+
+def latency_summary(ms: Sequence[float]) -> dict[str, float]:
+    """p50, p95 and mean in milliseconds, rounded."""
+    return {"p50": round(percentile(ms, 50), 1), "p95": round(percentile(ms, 95), 1),
+            "mean": round(statistics.fmean(ms), 1) if ms else 0.0}
+
+
+def measure_modes(wb: Any, queries: Sequence[str], site: str = SITE,
+                  log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Latency of every mode with and without filters over the same queries."""
+    results: dict[str, dict[str, Any]] = {}
+    for mode in ("semantic", "fulltext", "hybrid"):
+        for label, filters in FILTERS:
+            runs = [timed_search(wb, q, site, mode=mode, **filters) for q in queries]
+            key = f"{mode} / {label}"
+            results[key] = {**latency_summary([r[0] for r in runs]), "errors": sum(1 for r in runs if r[1]),
+                            "empty": sum(1 for r in runs if not r[1] and r[2] == 0)}
+            if log:
+                log(f"{key:50s} p50 {results[key]['p50']:7.1f} ms  p95 {results[key]['p95']:7.1f} ms"
+                    f"  errors {results[key]['errors']}  empty {results[key]['empty']}")
+    return results
+
+
+def store_sizes(wb: Any) -> dict[str, int]:
+    """Bytes of the database, the chunks table with its TOAST, and each index on chunks."""
+    with wb.db.connection() as conn:
+        sizes = {"database": conn.execute("SELECT pg_database_size(current_database())").fetchone()[0],
+                 "chunks_table": conn.execute("SELECT pg_table_size('chunks')").fetchone()[0]}
+        for name, size in conn.execute(
+                "SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes WHERE relname = 'chunks'"):
+            sizes[f"index {name}"] = size
+    return {k: int(v) for k, v in sizes.items()}
+
+
+def noisy_copies(originals: np.ndarray, n: int, seed: int = 0, scale: float = 0.02,
+                 batch: int = 50_000) -> Iterator[np.ndarray]:
+    """`n` unit vectors in batches: originals cycled, each copy after the first with fixed Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < n:
+        size = min(batch, n - done)
+        idx = (np.arange(done, done + size) % len(originals))
+        block = originals[idx].copy()
+        repeat = (np.arange(done, done + size) // len(originals)) > 0
+        block[repeat] += rng.normal(0, scale, (int(repeat.sum()), originals.shape[1])).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        yield block.astype(np.float32)
+        done += size
