@@ -14,12 +14,14 @@ import app_ui  # noqa: E402
 
 st.set_page_config(page_title="RAG workbench", page_icon=":material/travel_explore:", layout="wide")
 
+# The folder is app_pages/, not pages/: Streamlit runs a pages/ folder as old-style standalone pages
+# (no site picker, no wide layout) when a fresh server's first request is a page URL such as /search.
 PAGES = [
-    st.Page("pages/chat.py", title="Chat", icon=":material/chat:", default=True),
-    st.Page("pages/search.py", title="Search", icon=":material/search:"),
-    st.Page("pages/ingestion.py", title="Ingestion", icon=":material/upload_file:"),
-    st.Page("pages/retention.py", title="Retention", icon=":material/auto_delete:"),
-    st.Page("pages/analytics.py", title="Analytics", icon=":material/monitoring:"),
+    st.Page("app_pages/chat.py", title="Chat", icon=":material/chat:", default=True),
+    st.Page("app_pages/search.py", title="Search", icon=":material/search:"),
+    st.Page("app_pages/ingestion.py", title="Ingestion", icon=":material/upload_file:"),
+    st.Page("app_pages/retention.py", title="Retention", icon=":material/auto_delete:"),
+    st.Page("app_pages/analytics.py", title="Analytics", icon=":material/monitoring:"),
 ]
 page = st.navigation(PAGES)
 

@@ -246,7 +246,7 @@ def offer_sample_corpus(key: str) -> None:
             invalidate()
             flash(f"Sample corpus: {ingest_summary(report)}. Ask a question or search now.")
             st.rerun()  # every count, the sidebar included, redraws with the new documents
-    cols[1].page_link("pages/ingestion.py", label="Add your own documents", icon=":material/upload_file:")
+    cols[1].page_link("app_pages/ingestion.py", label="Add your own documents", icon=":material/upload_file:")
 
 
 # ----- text rendering -----

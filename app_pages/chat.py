@@ -88,7 +88,7 @@ if prompt:
         else:
             placeholder.markdown(turn.answer)
             if turn.flags.get("no_index"):
-                st.page_link("pages/ingestion.py", label="Go to Ingestion to add documents",
+                st.page_link("app_pages/ingestion.py", label="Go to Ingestion to add documents",
                              icon=":material/upload_file:")
             else:
                 ui.invalidate()  # the session list and retention counts changed

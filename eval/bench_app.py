@@ -163,7 +163,7 @@ def main() -> None:
             at.session_state["site"] = SITE
             at.session_state["chat_session"] = session
             at.run()
-            if path != "pages/chat.py":
+            if path != "app_pages/chat.py":
                 at.switch_page(path).run()
 
             def run() -> None:
@@ -174,13 +174,13 @@ def main() -> None:
             return run
 
         queries_page = iter(QUERIES * 100)
-        measure("page: Chat (replays 40 messages with sources)", page_run("pages/chat.py"), args.runs, results)
+        measure("page: Chat (replays 40 messages with sources)", page_run("app_pages/chat.py"), args.runs, results)
         measure("page: Search (a new query: results, facets, downloads)", page_run(
-            "pages/search.py", lambda at: at.text_input(key="search_query").input(next(queries_page)).run()),
+            "app_pages/search.py", lambda at: at.text_input(key="search_query").input(next(queries_page)).run()),
             args.runs, results)
-        measure("page: Ingestion (status, sources table)", page_run("pages/ingestion.py"), args.runs, results)
-        measure("page: Retention", page_run("pages/retention.py"), args.runs, results)
-        measure("page: Analytics", page_run("pages/analytics.py"), args.runs, results)
+        measure("page: Ingestion (status, sources table)", page_run("app_pages/ingestion.py"), args.runs, results)
+        measure("page: Retention", page_run("app_pages/retention.py"), args.runs, results)
+        measure("page: Analytics", page_run("app_pages/analytics.py"), args.runs, results)
     finally:
         wb.chat_reset(session)
         wb.chat_reset("bench-app-turns")

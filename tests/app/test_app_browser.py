@@ -110,6 +110,12 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            # A fresh server's first request is a page URL (a bookmark, a reload after a restart): it must
+            # still run through app.py's navigation, with the site picker and the page titles.
+            page.goto(f"{app_server}/search")
+            settle(page)
+            sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+            assert "Site" in sidebar and "Chat" in sidebar and "Retention" in sidebar, sidebar[:300]
             # First run: every page on an empty database.
             for name, path in PAGES.items():
                 page.goto(f"{app_server}/{path}")
@@ -147,6 +153,12 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
             settle(page)
             assert page.get_by_text("Why this hit", exact=False).count() > 0
             check_and_shoot(page, "data-search")
+            # A click on a bar of the type facet narrows the results to that type (plotly on_select).
+            bar = page.locator(".js-plotly-plot .point path").first.bounding_box()  # plotly takes clicks on its
+            page.mouse.click(bar["x"] + bar["width"] / 2, bar["y"] + bar["height"] / 2)  # drag layer, at the bar
+            page.get_by_text("Narrowed by the charts to type md", exact=False).wait_for(timeout=60_000)
+            settle(page)
+            check_and_shoot(page, "data-search-facet")
 
             for name in ("ingestion", "retention", "analytics"):
                 page.goto(f"{app_server}/{PAGES[name]}")

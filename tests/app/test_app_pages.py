@@ -12,7 +12,7 @@ import app_ui
 from rag_core.workbench import sample_corpus_paths
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("pages/chat.py", "pages/search.py", "pages/ingestion.py", "pages/retention.py", "pages/analytics.py")
+PAGES = ("app_pages/chat.py", "app_pages/search.py", "app_pages/ingestion.py", "app_pages/retention.py", "app_pages/analytics.py")
 
 
 def open_app(site: str | None = None) -> AppTest:
@@ -44,7 +44,7 @@ def test_filtered_search_pages_and_explains_hits(app_wb, app_site) -> None:
     app_wb.ingest_text("notes/pump.txt", "Pump maintenance schedule as plain text: check the impeller.",
                        site_id=app_site, file_type="txt", title="pump txt")
     at = open_app(app_site)
-    at.switch_page("pages/search.py").run()
+    at.switch_page("app_pages/search.py").run()
     at.text_input(key="search_query").input("pump maintenance impeller").run()
     assert_clean(at)
     assert "pump txt" in " ".join(result_titles(at))
@@ -70,7 +70,7 @@ def test_filtered_search_pages_and_explains_hits(app_wb, app_site) -> None:
 def test_search_error_is_a_message_not_a_traceback(app_wb, app_site) -> None:
     app_wb.ingest_text("notes/a.md", "Something to search.", site_id=app_site, file_type="md")
     at = open_app(app_site)
-    at.switch_page("pages/search.py").run()
+    at.switch_page("app_pages/search.py").run()
     at.date_input(key="search_from").set_value(dt.date(2024, 5, 1))
     at.date_input(key="search_to").set_value(dt.date(2024, 1, 1))
     at.text_input(key="search_query").input("something").run()
@@ -108,7 +108,7 @@ def test_chat_turn_shows_sources_and_replays_them(app_wb, app_site) -> None:
 
 def test_uploaded_files_are_ingested_and_listed(app_wb, app_site) -> None:
     at = open_app(app_site)
-    at.switch_page("pages/ingestion.py").run()
+    at.switch_page("app_pages/ingestion.py").run()
     at.file_uploader(key="upload_files").set_value([
         ("upload-one.md", "# Turbines\n\nThe turbine blade inspection happens yearly.".encode(), "text/markdown"),
         ("upload-two.txt", "Gearbox oil is changed every 4000 hours.".encode(), "text/plain"),
@@ -136,7 +136,7 @@ def test_dry_run_counts_and_confirmed_purge_deletes(app_wb, app_site) -> None:
                      (session,))
         conn.execute("UPDATE chat_sessions SET site_id = %s WHERE id = %s", (app_site, session))
     at = open_app(app_site)
-    at.switch_page("pages/retention.py").run()
+    at.switch_page("app_pages/retention.py").run()
     assert_clean(at)
     at.number_input(key="purge_days").set_value(3000).run()
     at.button(key="purge_dry").click().run()
@@ -161,7 +161,7 @@ def test_analytics_shows_search_figures_and_evaluation_targets(app_wb, app_site,
     app_wb.search("valves", site_id=app_site)
     app_wb.search("zzqx nothing matches", site_id=app_site, mode="fulltext")
     at = open_app(app_site)
-    at.switch_page("pages/analytics.py").run()
+    at.switch_page("app_pages/analytics.py").run()
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Searches"] == "2" and metrics["Zero results"] == "1"
@@ -181,7 +181,7 @@ def test_every_page_renders_on_an_empty_database(empty_db_url, page) -> None:
     at = open_app()
     at.switch_page(page).run()
     assert_clean(at)
-    if page in ("pages/chat.py", "pages/search.py", "pages/ingestion.py"):
+    if page in ("app_pages/chat.py", "app_pages/search.py", "app_pages/ingestion.py"):
         assert any(b.label == "Index the sample corpus" for b in at.button)
 
 
@@ -189,10 +189,10 @@ def test_first_run_sample_corpus_answers_a_help_question(empty_db_url) -> None:
     at = open_app()
     next(b for b in at.button if b.label == "Index the sample corpus").click().run()
     assert_clean(at)
-    # (AppTest does not re-run the navigation script after st.rerun, so the flash message itself is
-    # checked by the browser test; here the page must have redrawn without the first-run offer.)
+    # The page redrew with the new documents: the summary on top, no first-run offer, the sidebar counts.
+    assert any(f"{len(sample_corpus_paths())} indexed, 0 updated" in s.value for s in at.success)
     assert not any(b.label == "Index the sample corpus" for b in at.button)
-    assert f"{len(sample_corpus_paths())} indexed, 0 updated" in " ".join(at.session_state["flash"])
+    assert any(c.value.startswith(f"{len(sample_corpus_paths())} documents") for c in at.sidebar.caption)
     at.chat_input[0].set_value("How do I connect to my own PostgreSQL server?").run()
     assert_clean(at)
     reply = [m for m in at.chat_message if m.name == "assistant"][-1]
