@@ -209,3 +209,38 @@ def test_a_bad_setting_is_a_message_on_every_page(empty_db_url, monkeypatch) -> 
         assert not at.exception
         assert any("no-such-embedder" in e.value and "CONFIG_ERROR" in e.value for e in at.error), page
         assert any("DATABASE_URL" in i.value for i in at.info)
+
+
+def test_server_folder_and_crawl_from_the_ingestion_page(empty_db_url, monkeypatch, tmp_path) -> None:
+    from crawl_server import serve
+
+    monkeypatch.setenv("RAG_ALLOWED_DOMAINS", "127.0.0.1")
+    monkeypatch.setenv("RAG_ALLOW_PRIVATE_NETWORKS", "true")
+    monkeypatch.setenv("RAG_CRAWL_DELAY_SEC", "0.05")
+    app_ui.workbench.clear()  # reopen with the crawl settings
+    folder = tmp_path / "handbook"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "valves.md").write_text("# Valves\n\nClose the valve before servicing the pump.")
+    (folder / "sub" / "pumps.txt").write_text("Pumps are serviced every spring.")
+    (folder / "draft.tmp").write_text("A draft that stays out.")
+    with serve() as httpd:
+        port = httpd.server_address[1]
+        at = open_app()
+        at.switch_page("app_pages/ingestion.py").run()
+        assert any("`127.0.0.1`" in c.value for c in at.caption)  # the allowlist is shown
+
+        at.text_input(key="folder_path").input(str(folder))
+        at.text_input(key="folder_exclude").input("*.tmp").run()
+        at.button(key="folder_go").click().run()
+        assert_clean(at)
+        assert any(s.value.startswith("2 indexed, 0 updated") for s in at.success)
+
+        at.text_input(key="web_index").input(f"http://127.0.0.1:{port}/index.html")
+        at.text_input(key="web_pattern").input(r"/articles/").run()
+        at.button(key="web_crawl").click().run()
+        assert not at.exception
+        assert any("page(s) stored" in s.value for s in at.success)
+        assert any("evil.test" in w.value for w in at.warning)  # refused links are listed, not fatal
+    stored = {d["source"] for d in app_ui.workbench().documents(limit=50)}
+    assert {f"http://127.0.0.1:{port}/articles/a1.html", f"http://127.0.0.1:{port}/articles/a2.html"} <= stored
+    assert any(s.endswith("handbook/valves.md") for s in stored) and not any(s.endswith(".tmp") for s in stored)
