@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import time
-import uuid
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -14,31 +13,7 @@ from fastapi.testclient import TestClient
 
 from rag_core.api.rest import create_app
 from rag_core.workbench import Workbench
-
-RUN = uuid.uuid4().hex[:6]
-SITE_A = f"t-api-a-{RUN}"
-SITE_B = f"t-api-b-{RUN}"
-KEY_A = f"key-a-{uuid.uuid4().hex}"
-KEY_B = f"key-b-{uuid.uuid4().hex}"
-KEY_AB = f"key-ab-{uuid.uuid4().hex}"
-KEY_ALL = f"key-all-{uuid.uuid4().hex}"
-ADMIN = f"admin-{uuid.uuid4().hex}"
-API_KEYS = f"{KEY_A}={SITE_A},{KEY_B}={SITE_B},{KEY_AB}={SITE_A}|{SITE_B},{KEY_ALL}=*"
-
-DOCS_A = [
-    {"source": "a/fire.md", "title": "Fire safety",
-     "text": "Buildings must have automatic fire alarm systems. Evacuation routes must be at least 1.2 metres wide."},
-    {"source": "a/budget.md", "title": "Budget",
-     "text": "The project budget covers contractors, materials and permits for the new school building."},
-]
-DOCS_B = [
-    {"source": "b/secret.md", "title": "Secret plans of site B",
-     "text": "Site B keeps its confidential roadmap here: the fire alarm vendor contract renews in March."},
-]
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
+from rest_keys import ADMIN, API_KEYS, DOCS_A, DOCS_B, SITE_A, SITE_B
 
 
 @pytest.fixture(scope="session")

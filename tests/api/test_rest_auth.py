@@ -8,7 +8,7 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from conftest import ADMIN, API_KEYS, KEY_A, KEY_AB, KEY_ALL, KEY_B, SITE_A, SITE_B, auth
+from rest_keys import ADMIN, API_KEYS, KEY_A, KEY_AB, KEY_ALL, KEY_B, SITE_A, SITE_B, auth
 from rag_core.api.auth import KeyRing, check_bind, is_loopback
 from rag_core.errors import ConfigError, Unauthorized
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import ADMIN, KEY_A, KEY_ALL, SITE_A, auth
+from rest_keys import ADMIN, KEY_A, KEY_ALL, SITE_A, auth
 from crawl_server import base_url, serve
 
 

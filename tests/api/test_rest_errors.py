@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from conftest import ADMIN, KEY_A, SITE_A, auth
+from rest_keys import ADMIN, KEY_A, SITE_A, auth
 
 
 def error_of(response, status: int, code: str) -> dict:

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from conftest import KEY_A, KEY_B, SITE_A, SITE_B, auth
+from rest_keys import KEY_A, KEY_B, SITE_A, SITE_B, auth
 from rag_core.api.ratelimit import RateLimiter, parse_rate_limit
 from rag_core.errors import ConfigError
 from rag_core.search.cache import RedisSearchCache, SearchCache, build_search_cache

@@ -8,7 +8,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 
-from conftest import ADMIN, auth
+from rest_keys import ADMIN, auth
 
 FUZZ_SITE = f"t-api-fuzz-{uuid.uuid4().hex[:6]}"
 
