@@ -244,3 +244,22 @@ def test_server_folder_and_crawl_from_the_ingestion_page(empty_db_url, monkeypat
     stored = {d["source"] for d in app_ui.workbench().documents(limit=50)}
     assert {f"http://127.0.0.1:{port}/articles/a1.html", f"http://127.0.0.1:{port}/articles/a2.html"} <= stored
     assert any(s.endswith("handbook/valves.md") for s in stored) and not any(s.endswith(".tmp") for s in stored)
+
+
+def test_chat_streams_from_an_openai_compatible_server(empty_db_url, monkeypatch) -> None:
+    from chat.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        monkeypatch.setenv("RAG_LLM", "openai")
+        monkeypatch.setenv("RAG_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("RAG_LLM_MODEL", server.model)
+        app_ui.workbench.clear()  # reopen with the streaming LLM
+        app_ui.workbench().ingest_text("guide/valves.md", "Close the valve before servicing the pump.", file_type="md")
+        at = open_app()
+        assert any(f"model '{server.model}'" in c.value for c in at.sidebar.caption)
+        at.chat_input[0].set_value("What do I close before servicing the pump?").run()
+        assert_clean(at)
+        reply = [m for m in at.chat_message if m.name == "assistant"][-1]
+        assert reply.markdown[0].value.startswith("Answer to:") and "[1]" in reply.markdown[0].value
+        assert reply.expander[0].label == "Sources (1)"
+        assert any(body.get("stream") for body in server.requests)  # the answer came as a stream
