@@ -210,13 +210,22 @@ def _document_openapi(app: FastAPI) -> None:
                    "429": "Over the key's rate limit (RATE_LIMIT); see the Retry-After header.",
                    "500": "Unexpected failure (INTERNAL); no stack trace is returned.",
                    "503": "Database or index unavailable (DATABASE_ERROR, INDEX_UNAVAILABLE)."}
+        embeds = {"409": "The store was built with another embedder (EMBEDDER_MISMATCH); run `rag reindex`."}
+        web = {**embeds, "403": "The crawl policy refused the URL (CRAWL_REFUSED).",
+               "502": "The page could not be fetched (FETCH_ERROR)."}
+        specific = {"/documents": embeds, "/search": embeds, "/retrieve-context": embeds, "/crawl": web,
+                    "/pages": web,
+                    "/chat": {**embeds, "404": "No active instruction named resource_name (NOT_FOUND).",
+                              "502": "The answering model failed (LLM_ERROR); the question is kept."}}
         for path, ops in schema.get("paths", {}).items():
-            for op in ops.values():
+            for method, op in ops.items():
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None)
-                wanted = ("500",) if path == "/health" else tuple(reasons)
-                for status in wanted:
-                    responses.setdefault(status, {"description": reasons[status], **ref})
+                wanted = {"500": reasons["500"]} if path == "/health" else dict(reasons)
+                if method == "post":
+                    wanted.update(specific.get(path, {}))
+                for status, description in wanted.items():
+                    responses.setdefault(status, {"description": description, **ref})
                 for status, resp in responses.items():
                     if status[0] in "45" and "content" not in resp:
                         resp.update(ref)
@@ -468,7 +477,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         return _web_response(request, lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress))
 
     # ----- status -----
-    @app.get("/status", tags=["service"], summary="Store status")
+    @app.get("/status", response_model=s.StatusOut, tags=["service"], summary="Store status")
     def status(caller: Caller, wb: WorkbenchDep,
                site_id: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
         """Documents, chunks, sources, embedder, dimension and database size (of the key's site)."""
@@ -479,7 +488,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                 info.pop(private, None)
         return jsonable_encoder(info)
 
-    @app.get("/metrics/search", tags=["service"], summary="Search metrics")
+    @app.get("/metrics/search", response_model=s.MetricsOut, tags=["service"], summary="Search metrics")
     def metrics(caller: Caller, wb: WorkbenchDep,
                 site_id: Annotated[str | None, Query(max_length=200)] = None,
                 since: Annotated[str | None, Query(max_length=40, description="7d, 12h or a date")] = None

@@ -258,3 +258,34 @@ class WebReportOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class StatusOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    documents: int
+    chunks: int
+    sources: int
+    web_sources: int
+    by_type: dict[str, int]
+    by_site: dict[str, int]
+    last_indexed_at: str | None
+    embedder: str | None
+    dimension: int | None
+    configured_embedder: str
+    embedder_mismatch: str | None
+
+
+class MetricsOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    site_id: str | None
+    since: str | None
+    searches: int
+    errors: int
+    zero_results: int
+    cache_hits: int
+    avg_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    popular_queries: list[dict[str, Any]]
+    zero_result_queries: list[dict[str, Any]]
+    daily: list[dict[str, Any]]

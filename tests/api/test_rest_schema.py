@@ -6,6 +6,9 @@ import uuid
 
 import pytest
 import schemathesis
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance, response_schema_conformance, status_code_conformance,
+)
 from hypothesis import HealthCheck, Phase, given, settings
 
 from rest_keys import ADMIN, auth
@@ -53,6 +56,9 @@ def test_no_generated_request_gets_a_server_error(make_client, fuzz_site):
             if response.status_code >= 400:
                 body = response.json()
                 assert body["success"] is False and body["error"]["code"] and body["error"]["message"]
+            # The documented bodies, status codes and content types are the ones returned.
+            case.validate_response(response, checks=[response_schema_conformance, status_code_conformance,
+                                                     content_type_conformance])
 
         run()
     assert len(seen) >= len(operations)
