@@ -140,6 +140,13 @@ def evaluation_results(folder: str | None = None) -> list[dict[str, Any]]:
     return [latest[k] for k in sorted(latest)]
 
 
+# ----- charts -----
+def count_axis(fig: Any, counts: Sequence[int]) -> Any:
+    """Whole-number ticks on a y axis of counts (plotly would show 0.5 steps for small counts)."""
+    fig.update_yaxes(rangemode="tozero", tickformat=",d", dtick=1 if max(counts, default=0) <= 8 else None)
+    return fig
+
+
 # ----- search facets -----
 def selected_bars(chart_state: Any) -> list[str]:
     """The x values of the bars selected in a plotly chart (its `on_select` state), sorted."""

@@ -38,6 +38,7 @@ if metrics is not None and latency is not None:
             fig = px.bar(x=[d["day"] for d in daily], y=[d["searches"] for d in daily],
                          labels={"x": "day (UTC)", "y": "searches"}, title="Search volume per day", height=300)
             fig.update_xaxes(type="category")
+            ui.count_axis(fig, [d["searches"] for d in daily])
             fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), bargap=0.5)
             st.plotly_chart(fig, width="stretch")
         with right:
@@ -48,6 +49,7 @@ if metrics is not None and latency is not None:
             fig.update_layout(title="Latency per search (red: slower than the 1 s target)",
                               height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="category",
                               yaxis_title="searches")
+            ui.count_axis(fig, [b["searches"] for b in buckets])
             st.plotly_chart(fig, width="stretch")
         left, right = st.columns(2)
         left.markdown("**Popular queries**")

@@ -25,8 +25,9 @@ if info is not None:
     cols[3].metric("Database", f"{info['database_bytes'] / 1e6:.1f} MB")
     cols[4].metric("Vector index", "ready" if info["vector_index"] else "missing",
                    help="The HNSW index on the chunk vectors; a bulk load rebuilds it once at the end.")
-    st.caption(f"Embedder **{info['embedder'] or info['configured_embedder']}** "
-               f"({info['dimension'] or '?'} dimensions) · database {info['database']} · "
+    dimensions = f"{info['dimension']} dimensions" if info["dimension"] else "dimension recorded on the first ingest"
+    st.caption(f"Embedder **{info['embedder'] or info['configured_embedder']}** ({dimensions}) · "
+               f"database {info['database']} · "
                f"last indexed {(info['last_indexed_at'] or 'never')[:19].replace('T', ' ')} · new documents go to "
                f"site **{target}**")
     if info["embedder_mismatch"]:

@@ -35,6 +35,7 @@ if state["messages"]:
                  color_discrete_map={"kept": "#4c78a8", "beyond the policy": "#e45756"},
                  labels={"x": "age", "y": "messages", "color": ""}, height=280)
     fig.update_xaxes(type="category")
+    ui.count_axis(fig, [b["messages"] for b in bars])
     fig.update_layout(margin=dict(l=10, r=10, t=10, b=10), legend=dict(orientation="h", y=1.1))
     st.plotly_chart(fig, width="stretch")
 else:

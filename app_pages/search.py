@@ -92,6 +92,7 @@ def facet_chart(counts: dict[str, int], axis: str, title: str, key: str) -> None
     fig = px.bar(x=list(counts), y=list(counts.values()), labels={"x": axis, "y": "documents"}, title=title,
                  height=230)
     fig.update_xaxes(type="category")
+    ui.count_axis(fig, list(counts.values()))
     fig.update_layout(bargap=0.5, margin=dict(l=10, r=10, t=40, b=10), dragmode=False, clickmode="event+select")
     st.plotly_chart(fig, on_select="rerun", selection_mode="points", key=key, width="stretch")
 
