@@ -34,10 +34,10 @@ from typing import Any
 import httpx
 
 from rag_core import open_workbench
-from rag_core.api.rest import service_settings
 from rag_core.evaluation.datasets import load_beir, shared_eval_dir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.runner import machine
+from rag_core.settings import load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EVAL_SITE = "eval:scifact"
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service*.json).")
     args = parser.parse_args()
 
-    settings = service_settings()  # what `rag serve` runs with, so both sides embed alike
+    settings = load_settings()  # what `rag serve` runs with, so both sides embed alike
     with open_workbench(settings) as wb:
         site, queries = prepare_site(wb, args.docs)
         sample = queries[:args.sample]

@@ -48,11 +48,6 @@ only on loopback. `/health` needs no key.
 **Rate limit**: `RAG_RATE_LIMIT` per key; over it, HTTP 429 `RATE_LIMIT` with `Retry-After`.
 """
 
-# A search embeds one short text. With more BLAS threads per call, concurrent requests spend their
-# CPU spinning: on 2 cores, 20 threads searching in one process did 3.2 searches/s with
-# RAG_EMBED_THREADS=2 and 52/s with 1 (one caller: 5.9/s and 24/s). An explicit setting still wins.
-SERVICE_EMBED_THREADS = 1
-
 _bearer = HTTPBearer(auto_error=False, description="An API key from RAG_API_KEYS or RAG_ADMIN_API_KEY.")
 _header_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, as a header.")
 
@@ -248,17 +243,9 @@ def _warm_up(workbench: Any) -> None:
         log.warning("Could not warm up the embedder (%s); the first searches will load it.", type(exc).__name__)
 
 
-def service_settings(settings: RagSettings | None = None) -> RagSettings:
-    """The service's settings: one BLAS thread per embedding call unless RAG_EMBED_THREADS is set."""
-    settings = settings or load_settings()
-    if "embed_threads" not in settings.model_fields_set:
-        settings = settings.model_copy(update={"embed_threads": SERVICE_EMBED_THREADS})
-    return settings
-
-
 def create_app(settings: RagSettings | None = None, workbench: Any = None, *, run_scheduler: bool = True) -> FastAPI:
     """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to."""
-    settings = settings or (workbench.settings if workbench is not None else service_settings())
+    settings = settings or (workbench.settings if workbench is not None else load_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     limiter = RateLimiter(settings.rate_limit, settings.redis_url)
     parse_purge_time(settings.retention_time)  # a bad time stops the start, not the first purge

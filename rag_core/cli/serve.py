@@ -29,11 +29,12 @@ def serve(
 
     from rag_core.api.auth import KeyRing, check_bind
     from rag_core.api.ratelimit import RateLimiter
-    from rag_core.api.rest import create_app, service_settings
+    from rag_core.api.rest import create_app
     from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+    from rag_core.settings import load_settings
 
     configure_logging()
-    settings = service_settings()
+    settings = load_settings()
     check_bind(host, KeyRing.from_settings(settings.api_keys, settings.admin_api_key))
     console.print(f"REST service on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s); "
                   f"rate limit {settings.rate_limit or 'off'} per key, "

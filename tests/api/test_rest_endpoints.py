@@ -188,14 +188,3 @@ def test_crawl_refused_by_policy_is_a_clear_error(client):
                            headers={**auth(KEY_A), "Accept": "application/x-ndjson"})
     last = json.loads(streamed.text.strip().splitlines()[-1])
     assert last["event"] == "error" and last["error"]["code"] == "CRAWL_REFUSED"
-
-
-def test_the_service_embeds_with_one_thread_unless_told(monkeypatch):
-    from rag_core.api.rest import service_settings
-    from rag_core.settings import RagSettings
-
-    monkeypatch.delenv("RAG_EMBED_THREADS", raising=False)
-    assert service_settings(RagSettings(_env_file=None)).embed_threads == 1
-    assert service_settings(RagSettings(_env_file=None, embed_threads=2)).embed_threads == 2
-    monkeypatch.setenv("RAG_EMBED_THREADS", "3")
-    assert service_settings(RagSettings(_env_file=None)).embed_threads == 3
