@@ -113,6 +113,16 @@ def error_of(result: CallToolResult) -> dict[str, Any]:
     return body["error"]
 
 
+def direct_sources(wb, question: str, site_id: str) -> list[tuple[str, float]]:
+    """(path, similarity) of `Workbench.chat`'s sources for the question in a fresh, then forgotten, session."""
+    other = f"mcp-{uuid.uuid4().hex[:10]}"
+    try:
+        direct = wb.chat(question, session_id=other, site_id=site_id)
+    finally:
+        wb.chat_reset(other)
+    return [(s.path, round(s.similarity, 4)) for s in direct.sources]
+
+
 def ranking(response: dict[str, Any]) -> list[tuple]:
     """What must match across surfaces: documents in order with their scores and chunk scores."""
     return [(r["id"], r["file_path"], r["relevance_score"], r["score"],
@@ -283,13 +293,7 @@ def test_chat_turn_history_append_reset(server, wb, mcp_site, session_id) -> Non
     assert "hybrid.py" in turn["answer"] and turn["flags"]["stored"] is True
 
     # The same turn through the Workbench on a fresh session cites the same sources with the same similarity.
-    other = f"mcp-{uuid.uuid4().hex[:10]}"
-    try:
-        direct = wb.chat(question, session_id=other, site_id=mcp_site)
-    finally:
-        wb.chat_reset(other)
-    assert [(s["file_path"], s["similarity"]) for s in turn["sources"]] == \
-        [(s.path, round(s.similarity, 4)) for s in direct.sources]
+    assert [(s["file_path"], s["similarity"]) for s in turn["sources"]] == direct_sources(wb, question, mcp_site)
 
     second = call(server, "rag_chat_turn", {"message": "And how long is chat history kept?", "k": 3,
                                             "session_id": session_id, "site_id": mcp_site})
@@ -327,13 +331,7 @@ def test_chat_prepare_then_append_is_a_turn_answered_by_the_client(server, wb, m
     assert [m["role"] for m in wb.chat_history(session_id, 10)] == ["user"]  # the question is kept already
 
     # Retrieval is the chat turn's own: the same sources with the same similarity.
-    other = f"mcp-{uuid.uuid4().hex[:10]}"
-    try:
-        direct = wb.chat(question, session_id=other, site_id=mcp_site)
-    finally:
-        wb.chat_reset(other)
-    assert [(s["file_path"], s["similarity"]) for s in data["sources"]] == \
-        [(s.path, round(s.similarity, 4)) for s in direct.sources]
+    assert [(s["file_path"], s["similarity"]) for s in data["sources"]] == direct_sources(wb, question, mcp_site)
 
     answer = "It is one SQL statement in rag_core/search/hybrid.py [1]."
     stored = call(server, "rag_chat_append", {"session_id": session_id, "role": "assistant", "content": answer,
