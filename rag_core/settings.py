@@ -99,6 +99,9 @@ class RagSettings(BaseSettings):
 
     # --- evaluation ---
     eval_sample: int = Field(default=0, ge=0, description="Queries per set in notebooks; 0 means all.")
+    eval_data: Path | None = Field(
+        default=None, description="Folder of BEIR-layout evaluation sets, one sub-folder per set "
+                                  "(`rag eval fetch` writes there); unset means RAG_DATA_DIR/eval-data.")
 
     @field_validator("allowed_domains", mode="before")
     @classmethod
@@ -107,10 +110,21 @@ class RagSettings(BaseSettings):
             return [d.strip().lower().rstrip(".") for d in value.split(",") if d.strip()]
         return value
 
+    @field_validator("eval_data", mode="before")
+    @classmethod
+    def _empty_eval_data_is_unset(cls, value: object) -> object:
+        # `RAG_EVAL_DATA=` copied from .env.example means "the default", not the working folder
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("embedder", "llm")
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.strip().lower()
+
+    @property
+    def eval_data_dir(self) -> Path:
+        """The folder of evaluation sets: RAG_EVAL_DATA, else eval-data inside RAG_DATA_DIR."""
+        return (self.eval_data or self.data_dir / "eval-data").expanduser()
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "RagSettings":

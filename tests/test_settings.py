@@ -58,6 +58,14 @@ def test_unknown_embedder_lists_known_ones() -> None:
         assert known in err.value.message
 
 
+def test_eval_data_defaults_to_a_folder_in_the_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RAG_EVAL_DATA", "")   # as copied from .env.example: the default, not the working folder
+    assert load_settings(_env_file=None).eval_data_dir == tmp_path / "eval-data"
+    monkeypatch.setenv("RAG_EVAL_DATA", str(tmp_path / "sets"))
+    assert load_settings(_env_file=None).eval_data_dir == tmp_path / "sets"
+
+
 def test_env_example_lists_every_setting() -> None:
     text = (ROOT / ".env.example").read_text()
     listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", text, flags=re.M))
