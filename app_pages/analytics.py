@@ -66,7 +66,8 @@ st.subheader("Retrieval quality (latest evaluation)")
 results = ui.call(ui.evaluation_results, default=[]) or []
 if not results:
     st.info("No evaluation results yet. Make them with `make eval`, or for one set and mode:\n\n"
-            "`rag eval ../shared/eval-data/scifact --mode hybrid --json -o eval/results/retrieval_scifact_hybrid.json`")
+            "`rag eval fetch scifact` then `rag eval scifact --mode hybrid --json -o "
+            "eval/results/retrieval_scifact_hybrid.json`")
 else:
     rows = []
     for r in results:

@@ -1,6 +1,6 @@
 """Answer benchmark: JSQuAD questions through `wb.chat`, and the similarity floor measured.
 
-1. Ingests ../shared/eval-data/jsquad into the site `eval:jsquad` (unchanged documents are skipped).
+1. Ingests jsquad (from RAG_EVAL_DATA) into the site `eval:jsquad` (unchanged documents are skipped).
 2. Asks N questions, each in a fresh session, and counts how often the answer contains one of the
    reference answers (answers.jsonl), with the retrieval hit rate beside it.
 3. Prints the similarity of the top hit for those answerable questions against unrelated questions
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_core import open_workbench
-from rag_core.evaluation.datasets import load_beir, shared_eval_dir
+from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 
 console = Console()
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "answers.json"))
     args = parser.parse_args()
 
-    ds = load_beir(shared_eval_dir() / "jsquad")
+    ds = load_beir(eval_set_dir("jsquad"))
     overrides = {} if args.floor is None else {"chat_similarity_floor": args.floor}
     with open_workbench(**overrides) as wb:
         records = [{"source": ds.source_of(d["_id"]), "title": d["title"], "text": d["text"]} for d in ds.corpus]
@@ -115,9 +115,9 @@ def main() -> None:
                 })
                 bar.advance(task)
 
-        scifact = _top_similarity(wb, _queries(shared_eval_dir() / "scifact" / "queries.jsonl", args.unrelated, args.seed),
+        scifact = _top_similarity(wb, _queries(eval_set_dir("scifact") / "queries.jsonl", args.unrelated, args.seed),
                                   args.k, "unrelated (scifact, en)")
-        russian = _top_similarity(wb, _queries(shared_eval_dir() / "ru_construction" / "queries.jsonl", args.unrelated,
+        russian = _top_similarity(wb, _queries(eval_set_dir("ru_construction") / "queries.jsonl", args.unrelated,
                                                args.seed), args.k, "unrelated (ru_construction, ru)")
         floor_used = wb.settings.chat_similarity_floor
 

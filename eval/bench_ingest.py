@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rag_core import load_settings, open_workbench
 from rag_core.db.database import create_database_if_missing, drop_database, with_database
-from rag_core.evaluation.datasets import load_beir, shared_eval_dir
+from rag_core.evaluation.datasets import find_eval_set, load_beir
 from rag_core.textproc import embedding_input
 from rag_core.workbench import resolve_database
 
@@ -76,13 +76,13 @@ def one_run(records: list[dict], base_settings) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=shared_eval_dir() / "scifact", help="BEIR folder")
+    parser.add_argument("--data", default="scifact", help="a set in RAG_EVAL_DATA or a BEIR folder")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-docs", type=int, default=None)
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "bench_ingest.json")
     args = parser.parse_args()
 
-    data = load_beir(args.data, max_docs=args.max_docs)
+    data = load_beir(find_eval_set(args.data), max_docs=args.max_docs)
     records = [{"source": data.source_of(d["_id"]), "title": d["title"], "text": d["text"]} for d in data.corpus]
     settings = load_settings()
     runs = []

@@ -37,7 +37,7 @@ CACHE = REPO / "eval" / "cache" / "peers_vectors.npz"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--set", default="scifact", help="evaluation set under ../shared/eval-data")
+    parser.add_argument("--set", default="scifact", help="evaluation set in RAG_EVAL_DATA")
     parser.add_argument("--sample", type=int, default=0, help="queries (with their judged documents); 0 = all")
     parser.add_argument("--distractors", type=int, default=DEFAULT_DISTRACTORS, help="other documents in a sample")
     parser.add_argument("--runs", type=int, default=1, help="repeat the comparison and report medians")

@@ -1,6 +1,6 @@
 """Scale benchmark (seed 001: 100K documents, under 1 s per search) and the vector store alone at 1M.
 
-Part 1, --docs N (default 100000): N documents of real text (the shared eval corpora; a corpus
+Part 1, --docs N (default 100000): N documents of real text (the eval corpora in RAG_EVAL_DATA; a corpus
 repeats with a "[vN]" title marker once its originals are used up) ingested through
 Workbench.ingest_texts into a database of its own: ingest time, HNSW/statistics build, search
 p50/p95 per mode with and without filters, memory (this process's RSS, the PostgreSQL server's

@@ -1,6 +1,6 @@
 """Search benchmark: p50/p95 per mode, with and without filters, and 100 concurrent searches.
 
-The store is built from real text: the chunks of the shared eval corpora (ru_construction pages,
+The store is built from real text: the chunks of the eval corpora in RAG_EVAL_DATA (ru_construction pages,
 scifact abstracts, jsquad paragraphs), repeated with a variation marker in the title ("[v3]") until
 `--size` chunks are stored. A repeat is embedded as its original plus small deterministic noise, so
 only the originals are ever encoded; their vectors are cached under eval/cache/ (git-ignored) and,

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from rag_core import open_workbench
-from rag_core.evaluation.datasets import load_beir, shared_eval_dir
+from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.runner import machine
 from rag_core.settings import load_settings
@@ -46,7 +46,7 @@ BENCH_SITE = "bench:service"
 
 def prepare_site(wb: Any, docs: int) -> tuple[str, list[str]]:
     """The site to search and the queries: eval:scifact when present, else a small ingested slice."""
-    ds = load_beir(shared_eval_dir() / "scifact", max_docs=docs)
+    ds = load_beir(eval_set_dir("scifact"), max_docs=docs)
     queries = list(ds.queries.values())
     if wb.status(site_id=EVAL_SITE)["documents"]:
         return EVAL_SITE, queries

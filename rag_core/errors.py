@@ -83,10 +83,16 @@ class CrawlRefused(RagError):
 
 
 class FetchError(RagError):
-    """A page could not be fetched (timeout, HTTP status, size, content type)."""
+    """A page or file could not be fetched (timeout, HTTP status, size, content type)."""
 
     code = "FETCH_ERROR"
     status = 502
+
+
+class ChecksumMismatch(FetchError):
+    """A downloaded file is not the pinned one: it changed upstream or was damaged on the way."""
+
+    code = "CHECKSUM_MISMATCH"
 
 
 class LoaderError(RagError):

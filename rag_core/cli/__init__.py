@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from rag_core.errors import RagError
 
@@ -40,6 +42,18 @@ def run_safely(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(exc)
 
     return wrapper
+
+
+def group_with_default(command: str) -> type[TyperGroup]:
+    """A Typer group that runs `command` when the first word is not one of its subcommands."""
+
+    class GroupWithDefault(TyperGroup):
+        def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+            if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+                args = [command, *args]
+            return super().parse_args(ctx, args)
+
+    return GroupWithDefault
 
 
 def _workbench():

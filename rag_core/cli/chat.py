@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Optional
 
-import click
 import typer
 from rich.table import Table
-from typer.core import TyperGroup
 
 from rag_core import cli as _cli
 from rag_core.chat.citations import Source, render_sources
-from rag_core.cli import _print_json, app, console, out, run_safely
+from rag_core.cli import _print_json, app, console, group_with_default, out, run_safely
 
 # Consecutive `rag chat` calls without --session continue this conversation.
 DEFAULT_SESSION = "cli-default"
 
 
-class _ChatGroup(TyperGroup):
-    """`rag chat "message"` asks; `rag chat history|reset|sessions|ask ...` run the subcommand."""
-
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = ["ask", *args]
-        return super().parse_args(ctx, args)
-
-
-chat_app = typer.Typer(cls=_ChatGroup, no_args_is_help=True,
+# `rag chat "message"` asks; `rag chat history|reset|sessions|ask ...` run the subcommand.
+chat_app = typer.Typer(cls=group_with_default("ask"), no_args_is_help=True,
                        help='Chat with your documents: `rag chat "question"`; every answer lists its sources.')
 retention_app = typer.Typer(help="Chat history retention: purge old messages, show the policy and the last purges.",
                             no_args_is_help=True)

@@ -1,24 +1,33 @@
-"""`rag eval`: retrieval quality and search latency on a BEIR-layout set, through the Workbench."""
+"""`rag eval`: retrieval quality and search latency on a BEIR-layout set; `rag eval fetch`: the public sets."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn,
+)
 from rich.table import Table
 
 import rag_core.cli as cli
-from rag_core.cli import app, console, out, run_safely
+from rag_core.cli import app, console, group_with_default, out, run_safely
+
+# `rag eval DATASET` measures; `rag eval fetch NAME` downloads.
+eval_app = typer.Typer(cls=group_with_default("run"), no_args_is_help=True,
+                       help="Measure retrieval on a BEIR set (`rag eval scifact`); `rag eval fetch` downloads the "
+                            "public sets.")
+app.add_typer(eval_app, name="eval")
 
 
-@app.command("eval")
+@eval_app.command("run")
 @run_safely
 def evaluate(
-    dataset_dir: Path = typer.Argument(..., help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv."),
+    dataset: str = typer.Argument(..., help="A set in RAG_EVAL_DATA (scifact, jsquad...) or a BEIR folder: "
+                                            "corpus.jsonl, queries.jsonl, qrels.tsv."),
     mode: str = typer.Option("hybrid", "--mode", help="hybrid, semantic or fulltext."),
     k: int = typer.Option(5, "--k", help="Cut-off of precision, hit and recall (mrr and ndcg use 10)."),
     max_queries: Optional[int] = typer.Option(None, "--max-queries", help="Use the first N judged queries (file order)."),
@@ -26,8 +35,11 @@ def evaluate(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON to this file."),
 ) -> None:
     """Measure retrieval on a BEIR set: precision/hit/recall@k, MRR@10, nDCG@10, latency p50/p95."""
+    from rag_core.evaluation.datasets import find_eval_set
     from rag_core.evaluation.runner import run_eval
+    from rag_core.settings import load_settings
 
+    path = find_eval_set(dataset, load_settings().eval_data_dir)   # a missing set fails before the database starts
     with cli._workbench() as wb:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=as_json or not sys.stderr.isatty()) as bar:
@@ -40,7 +52,7 @@ def evaluate(
             def on_query(done: int, total: int) -> None:
                 bar.update(query_task, completed=done, total=total, visible=True)
 
-            result = run_eval(wb, dataset_dir, mode=mode, k=k, max_queries=max_queries,
+            result = run_eval(wb, path, mode=mode, k=k, max_queries=max_queries,
                               ingest_progress=on_ingest, query_progress=on_query)
     data = result.to_dict()
     if output:
@@ -60,3 +72,39 @@ def evaluate(
     ing = result.ingest
     out.print(f"Ingest: {ing['indexed']} indexed, {ing['unchanged']} unchanged, {ing['failed']} failed "
               f"({ing['duration_s']:.1f} s). Site: {result.site_id}.", markup=False)
+
+
+@eval_app.command("fetch")
+@run_safely
+def fetch(
+    names: List[str] = typer.Argument(..., help="scifact and/or jsquad (ru_construction is evaluation-only: not "
+                                                "fetchable)."),
+    dest: Optional[Path] = typer.Option(None, "--dest", help="Folder of evaluation sets (default: RAG_EVAL_DATA)."),
+) -> None:
+    """Download public evaluation sets from their originals, check them against pinned checksums, write BEIR layout."""
+    from rag_core.evaluation.fetch import fetch_dataset, fetch_spec
+    from rag_core.settings import load_settings
+
+    specs = [fetch_spec(name) for name in names]   # every name is checked before anything is downloaded
+    configured = load_settings().eval_data_dir
+    root = (dest or configured).expanduser()
+    for spec in specs:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                      TimeElapsedColumn(), console=console) as bar:
+            tasks: dict[str, Any] = {}
+
+            def on_progress(filename: str, done: int, total: int) -> None:
+                if filename not in tasks:
+                    tasks[filename] = bar.add_task(f"{spec.name}: {filename}", total=total)
+                bar.update(tasks[filename], completed=done)
+
+            result = fetch_dataset(spec, root, progress=on_progress)
+        if result.already_present:
+            out.print(f"{spec.name}: already in {result.path} and matches its pinned checksums; nothing downloaded.",
+                      markup=False)
+        else:
+            out.print(f"{spec.name}: {result.downloaded_bytes:,} bytes downloaded and checked, BEIR layout in "
+                      f"{result.path}. Licence: {spec.licence}", markup=False)
+    if root.resolve() != configured.resolve():
+        out.print(f"Set RAG_EVAL_DATA={root} so that `rag eval {specs[0].name}` and the notebooks find them.",
+                  markup=False)

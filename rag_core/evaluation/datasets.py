@@ -9,6 +9,9 @@ from pathlib import Path
 
 from rag_core.errors import InvalidInput
 
+# The public sets the notebooks were written for (listed first); any other BEIR folder works too.
+KNOWN_SETS = ("scifact", "jsquad", "ru_construction")
+
 
 @dataclass
 class BeirDataset:
@@ -80,6 +83,85 @@ def load_beir(path: str | Path, max_docs: int | None = None) -> BeirDataset:
     return BeirDataset(name=root.name, path=root, corpus=corpus, queries=queries, qrels=qrels, answers=answers)
 
 
-def shared_eval_dir() -> Path:
-    """../shared/eval-data next to the repository (the sets are referenced, never copied)."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "eval-data"
+def eval_data_dir(root: str | Path | None = None) -> Path:
+    """The folder of evaluation sets: `root` when given, else RAG_EVAL_DATA (default RAG_DATA_DIR/eval-data)."""
+    if root is not None:
+        return Path(root).expanduser()
+    from rag_core.settings import load_settings
+
+    return load_settings().eval_data_dir
+
+
+def available_sets(root: str | Path | None = None) -> list[str]:
+    """Names of the BEIR-layout sets in the evaluation folder (the public ones first, then by name)."""
+    folder = eval_data_dir(root)
+    found = _set_names(folder)
+    if not found:
+        raise missing_set_error(None, folder)
+    return [s for s in KNOWN_SETS if s in found] + [s for s in found if s not in KNOWN_SETS]
+
+
+def _set_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if (p / "corpus.jsonl").is_file()) if folder.is_dir() else []
+
+
+def eval_set_dir(name: str, root: str | Path | None = None) -> Path:
+    """One set's folder in the evaluation folder; a missing set raises InvalidInput saying how to get it."""
+    folder = eval_data_dir(root)
+    path = folder / name
+    if not (path / "corpus.jsonl").is_file():
+        raise missing_set_error(name, folder)
+    return path
+
+
+def find_eval_set(name_or_path: str | Path, root: str | Path | None = None) -> Path:
+    """A BEIR folder given as a path, or as the bare name of a set in the evaluation folder."""
+    path = Path(name_or_path).expanduser()
+    if path.exists() or len(path.parts) != 1:
+        return path
+    return eval_set_dir(str(name_or_path), root)
+
+
+def set_language(path: Path, queries: int = 20) -> str:
+    """The language of a set's first queries: 'en', 'ru', 'ja' or 'other'."""
+    from rag_core.textproc import detect_language
+
+    texts = [str(r.get("text", "")) for r in _read_jsonl(path / "queries.jsonl")[:queries]]
+    return detect_language(" ".join(texts))
+
+
+def choose_set(preferred: str, language: str | None = None, require_answers: bool = False,
+               root: str | Path | None = None) -> str:
+    """`preferred` when the evaluation folder has it, else the first set in `language` (with answers if asked).
+
+    The notebooks name the public set they were written for and still run on whatever sets
+    RAG_EVAL_DATA holds, e.g. the small ones the tests write.
+    """
+    folder = eval_data_dir(root)
+    names = available_sets(folder)
+    for name in [preferred] + [n for n in names if n != preferred]:
+        if name not in names or (require_answers and not (folder / name / "answers.jsonl").is_file()):
+            continue
+        if name == preferred or language is None or set_language(folder / name) == language:
+            return name
+    other = "another set" + (f" in language '{language}'" if language else "") + (
+        " with reference answers (answers.jsonl)" if require_answers else "")
+    raise InvalidInput(f"Neither '{preferred}' nor {other} is in {folder} (RAG_EVAL_DATA); it has "
+                       f"{', '.join(names)}. {_how_to_get(preferred)}")
+
+
+def _how_to_get(name: str | None) -> str:
+    from rag_core.evaluation.fetch import DATASETS, NOT_FETCHABLE
+
+    if name in NOT_FETCHABLE:
+        return NOT_FETCHABLE[name]
+    fetch = f"`rag eval fetch {name}`" if name in DATASETS else f"`rag eval fetch {' '.join(DATASETS)}`"
+    return f"Download the public sets with {fetch}, or point RAG_EVAL_DATA at a folder of BEIR-layout sets."
+
+
+def missing_set_error(name: str | None, folder: Path) -> InvalidInput:
+    """The error for a set (or any set) missing from the evaluation folder: where it looked and how to get one."""
+    found = _set_names(folder)
+    what = f"No evaluation set '{name}'" if name else "No evaluation sets"
+    has = f"; it has {', '.join(found)}" if found else ""
+    return InvalidInput(f"{what} in {folder} (RAG_EVAL_DATA){has}. {_how_to_get(name)}")

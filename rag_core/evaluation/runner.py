@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rag_core.errors import InvalidInput, RagError
-from rag_core.evaluation.datasets import BeirDataset, load_beir
+from rag_core.evaluation.datasets import BeirDataset, find_eval_set, load_beir
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
 from rag_core.search.validation import MAX_QUERY_CHARS, MODES
 
@@ -112,14 +112,14 @@ def prune_site(wb: Any, site: str, keep: set[str]) -> int:
 def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
              ingest_progress: Callable[[Any], None] | None = None,
              query_progress: Callable[[int, int], None] | None = None) -> EvalResult:
-    """Ingest a BEIR folder (once) and score its judged queries (the first `max_queries` in file order)."""
+    """Ingest a BEIR set (a folder, or a set name in RAG_EVAL_DATA) once and score its judged queries."""
     if mode not in MODES:
         raise InvalidInput(f"Unknown mode '{mode}'; choose one of: {', '.join(MODES)}.")
     if not 1 <= k <= 50:
         raise InvalidInput(f"k is {k}; choose between 1 and 50.")
     if max_queries is not None and max_queries < 1:
         raise InvalidInput(f"--max-queries is {max_queries}; give a positive number or leave it out for all.")
-    ds = load_beir(path)
+    ds = load_beir(find_eval_set(path, wb.settings.eval_data_dir))
     if not ds.corpus:
         raise InvalidInput(f"{ds.path / 'corpus.jsonl'} holds no documents.")
     if not ds.judged_queries:

@@ -13,20 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from rag_core.errors import InvalidInput
-from rag_core.evaluation.datasets import BeirDataset, load_beir, shared_eval_dir
+from rag_core.evaluation.datasets import BeirDataset, eval_set_dir, load_beir
 
 DEFAULT_DISTRACTORS = 150
 MAX_RELEVANT_PER_QUERY = 5  # ru_construction judges every page of a code relevant: hundreds per query
-SETS = ("scifact", "jsquad", "ru_construction")
-
-
-def available_sets(root: Path | None = None) -> list[str]:
-    """Names of the evaluation sets found under ../shared/eval-data (known sets first)."""
-    root = root or shared_eval_dir()
-    if not root.is_dir():
-        raise InvalidInput(f"No evaluation data at {root}; put BEIR-layout folders there (see SOURCE.txt of each set).")
-    found = sorted(p.name for p in root.iterdir() if (p / "corpus.jsonl").is_file())
-    return [s for s in SETS if s in found] + [s for s in found if s not in SETS]
 
 
 def sample_dataset(ds: BeirDataset, queries: int, distractors: int = DEFAULT_DISTRACTORS, seed: int = 0,
@@ -62,12 +52,9 @@ def sample_dataset(ds: BeirDataset, queries: int, distractors: int = DEFAULT_DIS
 
 
 def load_eval_set(name: str, sample: int = 0, distractors: int = DEFAULT_DISTRACTORS,
-                  require_answers: bool = False) -> BeirDataset:
-    """Load a shared evaluation set by name, sampled when `sample` > 0 (RAG_EVAL_SAMPLE)."""
-    path = shared_eval_dir() / name
-    if not path.is_dir():
-        raise InvalidInput(f"Unknown evaluation set '{name}'; choose one of: {', '.join(available_sets())}.")
-    ds = load_beir(path)
+                  require_answers: bool = False, root: str | Path | None = None) -> BeirDataset:
+    """Load a set of the evaluation folder (RAG_EVAL_DATA) by name, sampled when `sample` > 0 (RAG_EVAL_SAMPLE)."""
+    ds = load_beir(eval_set_dir(name, root))
     if require_answers and sample == 0:
         # the full set, but only questions that have reference answers
         qids = [q for q in ds.judged_queries if ds.answers.get(q)]

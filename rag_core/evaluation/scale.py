@@ -1,7 +1,7 @@
 """Benchmark building blocks shared by eval/bench_search.py and eval/bench_scale.py.
 
-A large store is built from real text: the documents of the shared eval corpora, repeated with a
-variation marker in the title ("[v3]") until the target is reached. A repeat is embedded as its
+A large store is built from real text: the documents of the three evaluation sets in RAG_EVAL_DATA,
+repeated with a variation marker in the title ("[v3]") until the target is reached. A repeat is embedded as its
 original plus small deterministic noise (CachedEmbedder), so only originals are ever encoded.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from rag_core.errors import RagError
-from rag_core.evaluation.datasets import load_beir, shared_eval_dir
+from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.vectors import text_key
 
@@ -40,7 +40,7 @@ def build_records(queries_per_set: int = 100) -> tuple[list[dict], list[dict]]:
     """Corpus records of every set (shuffled so any size mixes the languages) and judged queries per set."""
     records, queries = [], []
     for name in SETS:
-        ds = load_beir(shared_eval_dir() / name)
+        ds = load_beir(eval_set_dir(name))
         for d in ds.corpus:
             records.append({"set": name, "id": d["_id"], "title": d["title"], "text": d["text"]})
         for qid in ds.judged_queries[:queries_per_set]:

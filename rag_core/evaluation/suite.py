@@ -15,9 +15,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from rag_core.evaluation.charts import TARGET_HIT, TARGET_LATENCY_MS
-from rag_core.evaluation.datasets import BeirDataset
+from rag_core.evaluation.datasets import BeirDataset, available_sets
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
-from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, available_sets, load_eval_set
+from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, load_eval_set
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_MODES = ("semantic", "fulltext", "hybrid")
@@ -103,7 +103,7 @@ def failed_queries(result: EvalResult, ds: BeirDataset, limit: int = 10) -> pd.D
 def run_retrieval_suite(wb: Any, sets: list[str] | None = None, sample: int | None = None,
                         distractors: int = DEFAULT_DISTRACTORS, out: Path | None = None,
                         log: Callable[[str], None] | None = print) -> RetrievalRun:
-    """Each set (sampled when RAG_EVAL_SAMPLE > 0) through each mode; writes retrieval_<set>_<mode>.json.
+    """Each set in RAG_EVAL_DATA (sampled when RAG_EVAL_SAMPLE > 0) through each mode; writes JSON per set and mode.
 
     Args:
         out: the folder for the result files (default: results_dir(sample)).
@@ -112,8 +112,9 @@ def run_retrieval_suite(wb: Any, sets: list[str] | None = None, sample: int | No
     modes, note = search_modes(wb)
     run = RetrievalRun(sample=sample, note=note)
     folder = out or results_dir(sample)
-    for name in sets or available_sets():
-        ds = load_eval_set(name, sample, distractors)
+    root = wb.settings.eval_data_dir
+    for name in sets or available_sets(root):
+        ds = load_eval_set(name, sample, distractors, root=root)
         run.datasets[ds.name] = ds
         if log:
             log(f"{ds.name}: {len(ds.corpus)} documents, {len(ds.judged_queries)} queries")

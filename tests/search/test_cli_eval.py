@@ -90,7 +90,7 @@ def write_beir(folder: Path) -> Path:
     return folder
 
 
-def test_eval_runner_json_and_reuse(cli_env, wb, tmp_path: Path) -> None:
+def test_eval_runner_json_and_reuse(cli_env, wb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import uuid
 
     folder = write_beir(tmp_path / f"tiny{uuid.uuid4().hex[:6]}")
@@ -107,12 +107,13 @@ def test_eval_runner_json_and_reuse(cli_env, wb, tmp_path: Path) -> None:
         assert data["ingest"]["indexed"] == 4
         assert json.loads((tmp_path / "r.json").read_text())["ndcg@10"] == data["ndcg@10"]
 
-        again = runner.invoke(app, ["eval", str(folder), "--mode", "fulltext", "--max-queries", "2", "--json"])
+        monkeypatch.setenv("RAG_EVAL_DATA", str(folder.parent))   # a set of RAG_EVAL_DATA goes by its name
+        again = runner.invoke(app, ["eval", folder.name, "--mode", "fulltext", "--max-queries", "2", "--json"])
         second = json.loads(again.stdout)
         assert second["ingest"]["unchanged"] == 4 and second["ingest"]["indexed"] == 0
         assert second["queries"] == 2 and second["mode"] == "fulltext"
 
-        table = runner.invoke(app, ["eval", str(folder), "--mode", "semantic"])
+        table = runner.invoke(app, ["eval", "run", str(folder), "--mode", "semantic"])
         assert table.exit_code == 0 and "ndcg@10" in table.stdout and "latency p95" in table.stdout
         everyone = wb.search_engine.search("automatic fire alarm systems", mode="fulltext", limit=50, use_cache=False)
         assert site not in {r["site_id"] for r in everyone["results"]}
@@ -124,3 +125,13 @@ def test_eval_runner_json_and_reuse(cli_env, wb, tmp_path: Path) -> None:
 def test_eval_rejects_a_folder_that_is_not_beir(cli_env, tmp_path: Path) -> None:
     result = runner.invoke(app, ["eval", str(tmp_path)])
     assert result.exit_code == 1 and "qrels.tsv" in result.output
+
+
+def test_eval_of_a_set_missing_from_rag_eval_data_says_how_to_fetch_it(cli_env, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_EVAL_DATA", str(tmp_path / "sets"))
+    result = runner.invoke(app, ["eval", "scifact"])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"No evaluation set 'scifact' in {tmp_path / 'sets'} (RAG_EVAL_DATA)" in message
+    assert "`rag eval fetch scifact`" in message
