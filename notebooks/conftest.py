@@ -3,19 +3,24 @@
 The kernels nbmake starts inherit this process's environment: before each notebook runs, this
 points DATABASE_URL at a fresh test database (on RAG_TEST_DATABASE_URL's server, else an embedded
 server in a temporary folder), never the developer's store, and sets RAG_EVAL_SAMPLE to a small
-sample. The environment is restored after each notebook; the database is dropped at the end.
+sample. With RAG_EVAL_DATA unset, the notebooks get the small sets tests/evalsets.py writes, so a
+clone with nothing beside it runs them. The environment is restored after each notebook; the
+database and the written sets are removed at the end.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
+from evalsets import write_eval_sets
 
 from rag_core.evaluation.notebooks import notebook_test_env
+from rag_core.settings import RagSettings
 
 _state: dict[str, object] = {}
 
@@ -40,11 +45,20 @@ def _test_database() -> tuple[str, str]:
     return str(_state["url"]), str(Path(str(_state["folder"])) / "data")
 
 
+def _written_eval_sets() -> str | None:
+    """None when RAG_EVAL_DATA is set (the kernels inherit it), else a folder of the tests' small sets."""
+    if RagSettings(_env_file=None).eval_data is not None:
+        return None
+    if "eval_data" not in _state:
+        _state["eval_data"] = str(write_eval_sets(Path(tempfile.mkdtemp(prefix="rag-notebook-eval-data-"))))
+    return str(_state["eval_data"])
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.path.suffix != ".ipynb":
         return
     url, data_dir = _test_database()
-    values = notebook_test_env(url, data_dir, dict(os.environ))
+    values = notebook_test_env(url, data_dir, dict(os.environ), eval_data=_written_eval_sets())
     _state["saved"] = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
 
@@ -61,6 +75,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "eval_data" in _state:
+        shutil.rmtree(str(_state.pop("eval_data")), ignore_errors=True)
     if "url" in _state:
         from rag_core.db.database import drop_database
 

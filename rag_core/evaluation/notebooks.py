@@ -55,20 +55,25 @@ def execute_notebook(path: Path, output: Path | None, timeout: int = 7200, kerne
 TEST_SAMPLE = 12  # queries per set when pytest runs the notebooks: each finishes in well under a minute
 
 
-def notebook_test_env(database_url: str, data_dir: str, env: dict[str, str]) -> dict[str, str]:
+def notebook_test_env(database_url: str, data_dir: str, env: dict[str, str],
+                      eval_data: str | None = None) -> dict[str, str]:
     """The variables `pytest --nbmake` gives the notebook kernels: the test database, a small sample, no tracking.
 
     A sample of 0 (everything) from the caller's environment is replaced: a test run never
-    evaluates the full sets; a positive sample is kept.
+    evaluates the full sets; a positive sample is kept. `eval_data`, when given, becomes the
+    kernels' RAG_EVAL_DATA (the sets the tests write when none is configured).
     """
     try:
         sample = int(env.get("RAG_EVAL_SAMPLE", "0"))
     except ValueError:
         sample = 0
-    return {
+    values = {
         "DATABASE_URL": database_url,
         "RAG_DATA_DIR": data_dir,
         "RAG_EVAL_SAMPLE": str(sample if sample > 0 else TEST_SAMPLE),
         "RAGAS_DO_NOT_TRACK": "true",
         "PLOTLY_RENDERER": "json",   # figure JSON only: nothing to render in a test
     }
+    if eval_data:
+        values["RAG_EVAL_DATA"] = eval_data
+    return values

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from evalsets import write_eval_sets
+
 from rag_core.errors import InvalidInput
-from rag_core.evaluation.sampling import available_sets, load_eval_set, sample_dataset
+from rag_core.evaluation.datasets import available_sets, choose_set
+from rag_core.evaluation.sampling import load_eval_set, sample_dataset
 
 
 def test_sample_keeps_judged_documents_and_a_fixed_number_of_distractors(synthetic):
@@ -42,14 +45,45 @@ def test_bad_sample_sizes_name_the_problem(synthetic):
         sample_dataset(synthetic, queries=2, distractors=-1)
 
 
-def test_shared_sets_load_by_name_and_unknown_names_list_the_choices():
-    assert {"scifact", "jsquad", "ru_construction"} <= set(available_sets())
-    with pytest.raises(InvalidInput, match="choose one of: scifact"):
-        load_eval_set("nope")
+def test_sets_load_by_name_and_a_missing_one_says_where_it_looked_and_how_to_fetch(eval_root):
+    names = available_sets(eval_root)
+    assert len(names) >= 3
+    assert load_eval_set(names[0], root=eval_root).judged_queries
+    with pytest.raises(InvalidInput) as err:
+        load_eval_set("nope", root=eval_root)
+    message = err.value.message
+    assert f"in {eval_root} (RAG_EVAL_DATA)" in message and f"it has {', '.join(sorted(names))}" in message
+    assert "`rag eval fetch scifact jsquad`" in message
+    with pytest.raises(InvalidInput, match="`rag eval fetch jsquad`"):
+        load_eval_set("jsquad", root=eval_root / "empty")
 
 
-def test_a_ru_construction_sample_stays_small():
-    # that set judges every page of a code relevant: hundreds of pages per question
-    ds = load_eval_set("ru_construction", sample=5, distractors=10)
+def test_an_empty_or_missing_folder_names_the_variable_and_the_fetch_command(tmp_path):
+    for folder in (tmp_path, tmp_path / "missing"):
+        with pytest.raises(InvalidInput, match=r"No evaluation sets in .* \(RAG_EVAL_DATA\)\. .*rag eval fetch"):
+            available_sets(folder)
+
+
+def test_ru_construction_is_never_offered_for_download(tmp_path):
+    with pytest.raises(InvalidInput, match="evaluation only and is not redistributed"):
+        load_eval_set("ru_construction", root=tmp_path)
+
+
+def test_notebooks_fall_back_to_a_set_in_the_same_language(tmp_path):
+    write_eval_sets(tmp_path)
+    assert choose_set("scifact", language="en", root=tmp_path) == "mini-en"
+    assert choose_set("jsquad", language="ja", require_answers=True, root=tmp_path) == "mini-ja"
+    assert choose_set("ru_construction", language="ru", root=tmp_path) == "mini-ru"
+    assert choose_set("mini-ja", language="en", root=tmp_path) == "mini-ja"       # the named set wins
+    with pytest.raises(InvalidInput, match="nor another set in language 'ru' with reference answers"):
+        choose_set("ru_construction", language="ru", require_answers=True, root=tmp_path)
+
+
+def test_a_sample_of_a_set_judging_many_pages_per_query_stays_small(eval_root):
+    # ru_construction judges every page of a code relevant: hundreds of pages per question
+    name = choose_set("ru_construction", language="ru", root=eval_root)
+    full = load_eval_set(name, root=eval_root)
+    assert max(len(rel) for rel in full.qrels.values()) > 5
+    ds = load_eval_set(name, sample=5, distractors=10, root=eval_root)
     assert len(ds.corpus) <= 5 * 5 + 10
     assert all(1 <= len(rel) <= 5 for rel in ds.qrels.values())

@@ -10,7 +10,7 @@ from rag_core.evaluation.suite import failed_queries, run_retrieval_suite, searc
 
 
 def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_scifact, tmp_path, monkeypatch):
-    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors: tiny_scifact)
+    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
     run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None)
     table = run.table()
     assert list(table["mode"]) == ["semantic", "fulltext", "hybrid"]
