@@ -7,6 +7,11 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # Chromium for the browser pass over the Streamlit pages.
 SYSTEM_PACKAGES := redis-server chromium chromium-driver
 
+# The evaluation sets beside a developer's clone, when that folder is there and RAG_EVAL_DATA is not
+# set: the tests and notebooks then run on the real sets. Without it they use the small sets the tests
+# write, and `make eval` reads RAG_EVAL_DATA (fill it with `rag eval fetch scifact jsquad`).
+EVAL_DATA_ENV := $(if $(RAG_EVAL_DATA),,$(if $(wildcard ../shared/eval-data),RAG_EVAL_DATA=$(abspath ../shared/eval-data)))
+
 .PHONY: run serve mcp test install install-dev system-deps eval lint clean-venv
 
 $(BIN)/python:
@@ -47,11 +52,11 @@ mcp: $(VENV)/.installed
 	$(BIN)/rag mcp
 
 test: $(VENV)/.installed-dev system-deps
-	$(BIN)/python -m pytest -q
+	$(EVAL_DATA_ENV) $(BIN)/python -m pytest -q
 
 # Runs every notebook on the full evaluation sets and writes eval/results/*.json and the charts.
 eval: $(VENV)/.installed-dev
-	RAG_EVAL_SAMPLE=0 RAGAS_DO_NOT_TRACK=true $(BIN)/python eval/run_notebooks.py
+	$(EVAL_DATA_ENV) RAG_EVAL_SAMPLE=0 RAGAS_DO_NOT_TRACK=true $(BIN)/python eval/run_notebooks.py
 
 clean-venv:
 	rm -rf $(VENV)
