@@ -60,6 +60,8 @@ class RagSettings(BaseSettings):
     reranker: str = Field(default="none", description="none, or a cross-encoder model id or path.")
 
     # --- chat ---
+    enabled: bool = Field(default=True, description="false: chat answers without document retrieval and the "
+                                                    "Slack bot refuses crawl/add/delete/status/search.")
     llm: str = Field(default="extractive", description="LLM provider name.")
     llm_model: str = Field(default="", description="Model name for the openai provider, or a GGUF path for llamacpp.")
     llm_base_url: str = Field(default="", description="OpenAI-compatible chat server base URL.")

@@ -95,8 +95,12 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     settings = wb.settings
     session_id = (session_id or "").strip() or sessions.new_session_id()
 
+    # RAG_ENABLED=false keeps the assistant working without the knowledge base: no index check and no
+    # retrieval, the model answers from the conversation alone.
+    use_documents = settings.enabled
+
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if not sessions.has_indexed_chunks(wb.db, site_id):
+    if use_documents and not sessions.has_indexed_chunks(wb.db, site_id):
         words = labels(settings.language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
@@ -115,31 +119,35 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
 
     # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
     retrieval_query = message
-    if any(m["role"] == "user" for m in history):
+    if use_documents and any(m["role"] == "user" for m in history):
         retrieval_query = wb.llm.condense(history, message)
 
     # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
     retrieval_failed = False
-    try:
-        hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
-    except Exception:
-        log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
-        hits, retrieval_failed = [], True
+    hits = []
+    if use_documents:
+        try:
+            hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
+        except Exception:
+            log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
+            retrieval_failed = True
 
     # 4. CONTEXT: hits above the similarity floor (or covering the question's words), best first,
     # whole chunks within the byte budget.
-    chosen = grounded_hits(wb, retrieval_query, hits)
+    chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
     sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
         passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
         history=[{"role": m["role"], "content": m["content"]} for m in history],
         instruction=instruction["instruction_text"] if instruction else "",
-        language=settings.language, retrieval_failed=retrieval_failed, context_text=format_references(chosen),
+        language=settings.language, retrieval_failed=retrieval_failed, retrieval_off=not use_documents,
+        context_text=format_references(chosen),
     )
     return PreparedTurn(
         session_id=session_id, question=message, retrieval_query=retrieval_query, sources=sources, request=request,
-        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed, "no_sources": not sources,
+        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed,
+               "retrieval_off": not use_documents, "no_sources": not sources,
                "condensed": retrieval_query != message, "new_session": bool(user_msg["session_created"]),
                "instruction": instruction is not None},
         message_ids=[user_msg["id"]], language=settings.language,
