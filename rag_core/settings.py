@@ -60,6 +60,8 @@ class RagSettings(BaseSettings):
     reranker: str = Field(default="none", description="none, or a cross-encoder model id or path.")
 
     # --- chat ---
+    enabled: bool = Field(default=True, description="false: chat answers without the knowledge base and the "
+                                                    "Slack bot refuses its rag commands.")
     llm: str = Field(default="extractive", description="LLM provider name.")
     llm_model: str = Field(default="", description="Model name for the openai provider, or a GGUF path for llamacpp.")
     llm_base_url: str = Field(default="", description="OpenAI-compatible chat server base URL.")
@@ -97,6 +99,29 @@ class RagSettings(BaseSettings):
     redis_url: str = Field(default="", description="redis://host:6379/0 shares rate limits and the search cache "
                                                    "between workers; empty keeps them in the process.")
 
+    # --- Slack bot (`rag slack`) ---
+    slack_bot_token: str = Field(
+        default="", validation_alias=AliasChoices("SLACK_BOT_TOKEN", "RAG_SLACK_BOT_TOKEN"),
+        description="Bot token (xoxb-...) the bot posts with.")
+    slack_signing_secret: str = Field(
+        default="", validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "RAG_SLACK_SIGNING_SECRET"),
+        description="Verifies that HTTP requests come from Slack.")
+    slack_app_token: str = Field(
+        default="", validation_alias=AliasChoices("SLACK_APP_TOKEN", "RAG_SLACK_APP_TOKEN"),
+        description="App-level token (xapp-...); set, the bot connects by Socket Mode instead of HTTP.")
+    slack_admins: CommaList = Field(default_factory=list,
+                                    description="Slack user ids that may crawl, add and remove pages; empty means nobody.")
+    slack_channels: CommaList = Field(
+        default_factory=list, description="Channel ids where the bot answers ('dm' = direct messages); empty = all.")
+    slack_site_map: str = Field(
+        default="", description="team_or_channel_id=site,... (* = the rest); empty puts everything in 'default'.")
+    slack_language: str = Field(
+        default="", description="en|ru|ja, or team_or_channel_id=lang,...; empty = RAG_LANGUAGE.")
+    slack_crawl_workers: int = Field(default=2, ge=1, le=16, description="Crawls and page adds that run at once.")
+    slack_progress_sec: float = Field(default=5.0, ge=0.0, le=3600.0,
+                                      description="At most one progress update per this many seconds.")
+    slack_api_url: str = Field(default="https://slack.com/api/", description="Slack Web API base URL.")
+
     # --- evaluation ---
     eval_sample: int = Field(default=0, ge=0, description="Queries per set in notebooks; 0 means all.")
     eval_data: Path | None = Field(
@@ -115,6 +140,13 @@ class RagSettings(BaseSettings):
     def _empty_eval_data_is_unset(cls, value: object) -> object:
         # `RAG_EVAL_DATA=` copied from .env.example means "the default", not the working folder
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("slack_admins", "slack_channels", mode="before")
+    @classmethod
+    def _split_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
 
     @field_validator("embedder", "llm")
     @classmethod

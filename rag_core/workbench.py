@@ -131,6 +131,15 @@ class Workbench:
         return self._run([item], None).outcomes[0]
 
     # ----- web -----
+    def check_url(self, url: str) -> str:
+        """The URL as the crawler would fetch it, or CrawlRefused naming the rule and the fix (no request is made).
+
+        Front-ends that run crawls in the background call it first so a refusal is answered at once.
+        """
+        from rag_core.ingest.crawler import UrlPolicy
+
+        return UrlPolicy(self.settings).check(url)
+
     def ingest_url(self, url: str, site_id: str = DEFAULT_SITE,
                    progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
         """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
@@ -255,18 +264,20 @@ class Workbench:
 
     def chat(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
              user_id: str | None = None, resource_name: str | None = None,
-             on_token: "Callable[[str], None] | None" = None) -> "ChatTurn":  # noqa: F821
+             on_token: "Callable[[str], None] | None" = None, language: str | None = None) -> "ChatTurn":  # noqa: F821
         """One chat turn with the session's history and the documents; the answer carries its sources.
 
         Args:
             resource_name: which of the site's agent instructions is the system prompt (default: the
                 most recently updated active one).
             on_token: receives the answer piece by piece as the model streams it.
+            language: en, ru or ja for this turn's labels and fixed statements (default RAG_LANGUAGE);
+                a front-end that knows its user's language (Slack) passes it.
         """
         from rag_core.chat.turn import run_turn
 
         return run_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
-                        resource_name=resource_name, on_token=on_token)
+                        resource_name=resource_name, on_token=on_token, language=language)
 
     def chat_prepare(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
                      user_id: str | None = None, resource_name: str | None = None) -> "PreparedTurn":  # noqa: F821

@@ -28,6 +28,7 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     etag: str | None = None
+    gate: threading.Event | None = None  # the answer waits until the test sets it
 
 
 def article_html(n: str) -> bytes:
@@ -117,6 +118,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def serve_route(self, route: Route) -> None:
+        if route.gate is not None:
+            route.gate.wait(60)
         if route.delay:
             time.sleep(route.delay)
         headers = dict(route.headers)

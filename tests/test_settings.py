@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import AliasChoices
 
 from rag_core.errors import ConfigError
 from rag_core.providers.embeddings import build_embedder
@@ -15,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def env_names() -> set[str]:
+    """Each setting's documented variable: its conventional name (DATABASE_URL, SLACK_BOT_TOKEN) or RAG_<NAME>."""
     names = set()
     for name, field in RagSettings.model_fields.items():
-        names.add("DATABASE_URL" if name == "database_url" else f"RAG_{name.upper()}")
+        alias = field.validation_alias
+        names.add(alias.choices[0] if isinstance(alias, AliasChoices) else f"RAG_{name.upper()}")
     return names
 
 

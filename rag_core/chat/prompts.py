@@ -19,6 +19,8 @@ LABELS: dict[str, dict[str, str]] = {
         "no_answer": "The documents found do not seem to answer this question.",
         "closest": "The closest passage:",
         "retrieval_failed": "Note: the document search failed, so this answer does not use your documents.",
+        "retrieval_off": "Document search is turned off (RAG_ENABLED=false) and the offline extractive answerer can "
+                         "only quote documents; set RAG_LLM=openai or llamacpp to answer without them.",
         "user": "User",
         "assistant": "Assistant",
     },
@@ -34,6 +36,8 @@ LABELS: dict[str, dict[str, str]] = {
         "no_answer": "В найденных документах, похоже, нет ответа на этот вопрос.",
         "closest": "Ближайший фрагмент:",
         "retrieval_failed": "Внимание: поиск по документам не удался, поэтому ответ дан без ваших документов.",
+        "retrieval_off": "Поиск по документам выключен (RAG_ENABLED=false), а офлайн-ответчик extractive умеет только "
+                         "цитировать документы; задайте RAG_LLM=openai или llamacpp, чтобы отвечать без них.",
         "user": "Пользователь",
         "assistant": "Ассистент",
     },
@@ -48,6 +52,8 @@ LABELS: dict[str, dict[str, str]] = {
         "no_answer": "見つかった文書には、この質問の答えが含まれていないようです。",
         "closest": "最も近い箇所：",
         "retrieval_failed": "注意：文書検索に失敗したため、この回答は文書を参照していません。",
+        "retrieval_off": "文書検索は無効です（RAG_ENABLED=false）。オフラインの extractive 回答器は文書を引用することしか"
+                         "できません。文書なしで回答するには RAG_LLM=openai または llamacpp を設定してください。",
         "user": "ユーザー",
         "assistant": "アシスタント",
     },
@@ -64,6 +70,10 @@ ANSWER_RULES = (
 NO_CONTEXT_RULE = (
     "No reference in the documents matched this question. Say so plainly; answer only from the "
     "conversation so far, or say that you cannot answer."
+)
+RETRIEVAL_OFF_RULE = (
+    "Document search is turned off, so there is no CONTEXT. Answer from the conversation so far and your "
+    "general knowledge; say so plainly when you are not sure. Answer in the language of the question."
 )
 RETRIEVAL_FAILED_RULE = (
     "The document search failed for this question, so there is no CONTEXT. Say that the documents could "
@@ -105,12 +115,15 @@ class AnswerRequest:
     instruction: str = ""                   # the site's active agent instruction, if any
     language: str = "en"
     retrieval_failed: bool = False
+    retrieval_off: bool = False             # RAG_ENABLED=false: answer without documents
     context_text: str = ""                  # the CONTEXT block: seed 002's reference blocks
 
     def system_prompt(self) -> str:
         """The system message: the site's instruction (or the default), the rules and the CONTEXT."""
         parts = [self.instruction.strip() or DEFAULT_SYSTEM_PROMPT]
-        if self.retrieval_failed:
+        if self.retrieval_off:
+            parts.append(RETRIEVAL_OFF_RULE)
+        elif self.retrieval_failed:
             parts.append(RETRIEVAL_FAILED_RULE)
         elif not self.passages:
             parts.append(NO_CONTEXT_RULE)

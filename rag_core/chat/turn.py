@@ -19,6 +19,14 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 8000
 MAX_K = 50
+LANGUAGES = ("en", "ru", "ja")
+
+
+def answer_language(language: str) -> str:
+    """A label language the turn can render (en, ru, ja); anything else is bad input."""
+    if language not in LANGUAGES:
+        raise InvalidInput(f"language is '{language}'; choose one of: {', '.join(LANGUAGES)}.")
+    return language
 
 
 @dataclass
@@ -83,7 +91,7 @@ class PreparedTurn:
 
 def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
                  site_id: str | None = None, user_id: str | None = None,
-                 resource_name: str | None = None) -> PreparedTurn:
+                 resource_name: str | None = None, language: str | None = None) -> PreparedTurn:
     """Steps 1-4 of a turn: index check, HISTORY, the user's message stored, retrieval, CONTEXT."""
     message = (message or "").strip()
     if not message:
@@ -93,14 +101,19 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     if not 1 <= int(k) <= MAX_K:
         raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
     settings = wb.settings
+    language = answer_language(language or settings.language)
     session_id = (session_id or "").strip() or sessions.new_session_id()
 
+    # RAG_ENABLED=false keeps the assistant working without the knowledge base: no index check and no
+    # retrieval, the model answers from the conversation alone.
+    use_documents = settings.enabled
+
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if not sessions.has_indexed_chunks(wb.db, site_id):
-        words = labels(settings.language)
+    if use_documents and not sessions.has_indexed_chunks(wb.db, site_id):
+        words = labels(language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
-                            language=settings.language,
+                            language=language,
                             no_index_answer=words["no_index"].format(where=f" (site '{site_id}')" if site_id else ""))
 
     instruction = instructions.active_instruction(wb.db, site_id or sessions.DEFAULT_SITE, resource_name)
@@ -115,47 +128,51 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
 
     # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
     retrieval_query = message
-    if any(m["role"] == "user" for m in history):
+    if use_documents and any(m["role"] == "user" for m in history):
         retrieval_query = wb.llm.condense(history, message)
 
     # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
     retrieval_failed = False
-    try:
-        hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
-    except Exception:
-        log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
-        hits, retrieval_failed = [], True
+    hits = []
+    if use_documents:
+        try:
+            hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
+        except Exception:
+            log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
+            retrieval_failed = True
 
     # 4. CONTEXT: hits above the similarity floor (or covering the question's words), best first,
     # whole chunks within the byte budget.
-    chosen = grounded_hits(wb, retrieval_query, hits)
+    chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
     sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
         passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
         history=[{"role": m["role"], "content": m["content"]} for m in history],
         instruction=instruction["instruction_text"] if instruction else "",
-        language=settings.language, retrieval_failed=retrieval_failed, context_text=format_references(chosen),
+        language=language, retrieval_failed=retrieval_failed, retrieval_off=not use_documents,
+        context_text=format_references(chosen),
     )
     return PreparedTurn(
         session_id=session_id, question=message, retrieval_query=retrieval_query, sources=sources, request=request,
-        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed, "no_sources": not sources,
+        flags={"no_index": False, "stored": True, "retrieval_failed": retrieval_failed,
+               "retrieval_off": not use_documents, "no_sources": not sources,
                "condensed": retrieval_query != message, "new_session": bool(user_msg["session_created"]),
                "instruction": instruction is not None},
-        message_ids=[user_msg["id"]], language=settings.language,
+        message_ids=[user_msg["id"]], language=language,
     )
 
 
 def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
              site_id: str | None = None, user_id: str | None = None, resource_name: str | None = None,
-             on_token: Callable[[str], None] | None = None) -> ChatTurn:
+             on_token: Callable[[str], None] | None = None, language: str | None = None) -> ChatTurn:
     """Answer one message with the session's history and the documents; store both messages.
 
     The user's message is stored before the model is called, so an LLM failure (LLMError) loses
     nothing; the assistant message and its citations are written in one statement afterwards.
     """
     prepared = prepare_turn(wb, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
-                            resource_name=resource_name)
+                            resource_name=resource_name, language=language)
     llm = wb.llm
     if prepared.request is None:
         answer = prepared.no_index_answer
@@ -167,7 +184,7 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
     request, sources = prepared.request, prepared.sources
     answer = llm.answer(request, on_token=on_token)
     if request.retrieval_failed:
-        notice = labels(wb.settings.language)["retrieval_failed"]
+        notice = labels(prepared.language)["retrieval_failed"]
         answer = f"{notice}\n\n{answer}" if answer else notice
 
     # 6. The assistant message with the sources actually given to the model.
@@ -176,6 +193,6 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
     return ChatTurn(
         session_id=prepared.session_id, question=prepared.question, answer=answer, sources=sources,
         retrieval_query=prepared.retrieval_query, context=request.to_dict(),
-        rendered=render_turn(sources, answer, wb.settings.language), flags=prepared.flags,
+        rendered=render_turn(sources, answer, prepared.language), flags=prepared.flags,
         llm=llm.describe(), message_ids=[*prepared.message_ids, assistant_msg["id"]],
     )

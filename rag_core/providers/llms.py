@@ -85,7 +85,7 @@ class ExtractiveLLM(LLM):
 
         words = labels(request.language)
         if not request.passages:
-            text = words["no_context"]
+            text = words["retrieval_off"] if request.retrieval_off else words["no_context"]
             if on_token:
                 on_token(text)
             return text
