@@ -389,6 +389,10 @@ class Workbench:
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- status -----
+    def check_database(self) -> str:
+        """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
+        return self.db.ping()
+
     def status(self, site_id: str | None = None) -> dict[str, Any]:
         """Documents, chunks, sources, embedder, dimension and database size."""
         result = store.store_status(self.db, site_id)
@@ -483,6 +487,12 @@ def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Wor
     """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set."""
     settings = settings or load_settings(**overrides)
     url, _, embedded = upgrade_database(settings)
-    db = Database(url, pool_size=settings.db_pool_size)
+    restart = None
+    if embedded:
+        from rag_core.db.server import embedded_server_uri
+
+        def restart() -> None:  # the embedded server is ours to start again when it dies
+            embedded_server_uri(settings.data_dir)
+    db = Database(url, pool_size=settings.db_pool_size, restart=restart)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
     return Workbench(settings, db, url, embedded)
