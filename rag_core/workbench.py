@@ -15,6 +15,7 @@ from rag_core.db.database import (
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.loaders import SUPPORTED_TYPES
+from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
@@ -105,6 +106,7 @@ class Workbench:
             raise InvalidInput("source is empty; give a file name or URL that identifies the text.")
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
+        check_text_length(text, MAX_DOCUMENT_CHARS, "content")
         report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
@@ -290,7 +292,8 @@ class Workbench:
         """Store one message in a session (created on first use); role is user, assistant or system."""
         from rag_core.chat import sessions
 
-        return sessions.append_message(self.db, session_id, role, content, sources=sources)
+        return sessions.append_message(self.db, sessions.check_chat_session_id(session_id), role, content,
+                                       sources=sources)
 
     def chat_reset(self, session_id: str) -> dict[str, int]:
         """Forget a session: delete it and its messages."""
