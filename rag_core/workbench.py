@@ -490,12 +490,15 @@ def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Wor
     """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set."""
     settings = settings or load_settings(**overrides)
     url, _, embedded = upgrade_database(settings)
-    restart = None
+    restart = alive = None
     if embedded:
-        from rag_core.db.server import embedded_server_uri
+        from rag_core.db.server import embedded_server_running, embedded_server_uri
 
         def restart() -> None:  # the embedded server is ours to start again when it dies
             embedded_server_uri(settings.data_dir)
-    db = Database(url, pool_size=settings.db_pool_size, restart=restart)
+
+        def alive() -> bool:
+            return embedded_server_running(settings.data_dir)
+    db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
     return Workbench(settings, db, url, embedded)

