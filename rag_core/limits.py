@@ -12,6 +12,7 @@ from rag_core.errors import InvalidInput
 # ----- texts -----
 MAX_QUERY_CHARS = 500            # a search query
 MAX_MESSAGE_CHARS = 8_000        # a chat message, a stored chat-memory message, a context query
+MAX_ANSWER_CHARS = 100_000       # a stored assistant answer (a model's, or one a client sends): never embedded
 MAX_DOCUMENT_CHARS = 5_000_000   # one document's text: sent as text or extracted from a file
 MAX_ID_CHARS = 200               # a session, user or site id
 # What an embedder reads of one text, as a last line of defence behind the caps above: the largest
@@ -19,7 +20,7 @@ MAX_ID_CHARS = 200               # a session, user or site id
 MAX_EMBED_INPUT_CHARS = 20_000
 
 # ----- request bodies (bytes) -----
-MAX_REQUEST_BYTES = 1_000_000    # every JSON body but a document's; a message of 8,000 characters fits many times
+MAX_REQUEST_BYTES = 1_000_000    # every JSON body but a document's: room for a 100,000-character answer, escaped
 # A document's body: its text at up to four UTF-8 bytes a character, plus room for the other fields.
 MAX_DOCUMENT_REQUEST_BYTES = 4 * MAX_DOCUMENT_CHARS + 64_000
 

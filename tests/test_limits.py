@@ -19,7 +19,7 @@ def test_a_text_over_its_cap_is_refused_with_the_numbers() -> None:
 def test_the_caps_fit_together() -> None:
     # A document's body holds its longest text in the widest UTF-8; the embedder never cuts a stored chunk.
     assert limits.MAX_DOCUMENT_REQUEST_BYTES > 4 * limits.MAX_DOCUMENT_CHARS
-    assert limits.MAX_REQUEST_BYTES > 6 * limits.MAX_MESSAGE_CHARS  # even fully \\u-escaped
+    assert limits.MAX_REQUEST_BYTES > 6 * limits.MAX_ANSWER_CHARS  # a stored answer, even fully \\u-escaped
     from rag_core.settings import RagSettings
 
     assert RagSettings.model_fields["chunk_size"].metadata[-1].le <= limits.MAX_EMBED_INPUT_CHARS

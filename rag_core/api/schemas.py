@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from rag_core.limits import MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.security.ids import ID_PATTERN, valid_id
 
 
@@ -94,7 +94,8 @@ class ChatMessageIn(Body):
     user_id: Id = Field(description="The user (e.g. the JWT `sub` claim).")
     site_id: Id
     role: str = Field(description="'user' or 'ai'.", json_schema_extra={"enum": ["user", "ai"]})
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The message text.")
+    message: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS,
+                         description="The message text: up to 8,000 characters from a user, 100,000 from the AI.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "user_id": "u-42", "site_id": "site_a", "role": "user", "message": "Which fire alarm do we need?"}]})

@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, Unauthorized
-from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
+from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
 from rag_core.security.ids import check_id, check_optional_id
 
 ROLES = ("user", "assistant", "system")
@@ -107,7 +107,7 @@ def append_message(db: Database, session_id: str, role: str, content: str, *,
     check_optional_id(user_id, "user_id")
     if content is None or not str(content).strip():
         raise InvalidInput("The message is empty; nothing was stored.")
-    check_text_length(content, MAX_MESSAGE_CHARS, "message")
+    check_text_length(content, MAX_ANSWER_CHARS if role == "assistant" else MAX_MESSAGE_CHARS, "message")
     with db.connection() as conn:
         with conn.transaction():
             claimed = conn.execute(

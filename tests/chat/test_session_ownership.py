@@ -71,3 +71,15 @@ def test_history_of_a_turn_is_what_came_before_it(wb, docs_site) -> None:
     assert [m["content"] for m in turn.context["history"]][:1] == ["Where is hybrid search implemented?"]
     assert all(m["content"] != "And retention?" for m in turn.context["history"])
     wb.chat_reset(sid)
+
+
+def test_a_long_answer_is_stored_but_a_long_question_is_not(wb, session_id) -> None:
+    """Questions get embedded and are capped at 8,000 characters; answers are only stored, with a wider cap."""
+    from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS
+
+    wb.chat_append(session_id, "assistant", "a" * (MAX_MESSAGE_CHARS + 1))
+    with pytest.raises(InvalidInput, match=f"the limit is {MAX_MESSAGE_CHARS}"):
+        wb.chat_append(session_id, "user", "q" * (MAX_MESSAGE_CHARS + 1))
+    with pytest.raises(InvalidInput, match=f"the limit is {MAX_ANSWER_CHARS}"):
+        wb.chat_append(session_id, "assistant", "a" * (MAX_ANSWER_CHARS + 1))
+    assert [len(m["content"]) for m in wb.chat_history(session_id)] == [MAX_MESSAGE_CHARS + 1]
