@@ -148,7 +148,8 @@ def measure_service(folder: Path, runs: int) -> dict[str, Any]:
                 assert client.post("/search", json={"query": "fire alarms", "site_id": "bench"}).status_code == 200
             out["postmaster_killed"] = {
                 "runs": runs, "noticed_after_s": [round(x, 3) for x in noticed],
-                "slowest_503_answer_s": [round(x, 3) for x in slowest_503], "back_after_s": [round(x, 2) for x in recovery],
+                "slowest_503_answer_s": [round(x, 3) for x in slowest_503],
+                "back_after_s": [round(x, 2) for x in recovery],
                 "median_slowest_503_answer_s": round(statistics.median(slowest_503), 3),
                 "median_back_after_s": round(statistics.median(recovery), 2)}
             print(f"postmaster killed ({runs} runs): /health/ready answered 503 within "
@@ -292,7 +293,8 @@ def measure_docx(folder: Path, xml_bytes: int, reference: bool) -> dict[str, Any
     bomb = docx_bomb(folder, xml_bytes)
     out: dict[str, Any] = {"file_bytes": bomb.stat().st_size, "xml_bytes": xml_bytes}
     for mode in ("loader", "python-docx") if reference else ("loader",):
-        run = subprocess.run([sys.executable, "-c", LOAD, mode, str(bomb)], capture_output=True, text=True, timeout=1800)
+        run = subprocess.run([sys.executable, "-c", LOAD, mode, str(bomb)], capture_output=True, text=True,
+                             timeout=1800)
         out[mode] = json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 else run.stderr[-500:]
     line = (f"docx bomb ({bomb.stat().st_size / MB:.2f} MB file, {xml_bytes / (1 << 30):.1f} GiB of XML): loader "
             f"{out['loader']['outcome'][:7]}, peak +{out['loader']['peak_growth_kb'] / 1024:.1f} MB")

@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
-from rag_core.limits import MAX_QUERY_CHARS
+from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
 from rag_core.security.ids import ID_PATTERN, valid_id
 from rag_core.workbench import DEFAULT_SITE, Workbench
@@ -140,6 +140,8 @@ def _hint(description: str, **schema: Any) -> Any:
     return Field(description=description, json_schema_extra=schema or None)
 
 
+Message = Annotated[str, _hint(f"The user's message (up to {MAX_MESSAGE_CHARS} characters).",
+                               maxLength=MAX_MESSAGE_CHARS)]
 Query = Annotated[str, _hint("What to look for, in natural language.", minLength=1, maxLength=MAX_QUERY_CHARS)]
 Mode = Annotated[str, _hint("hybrid (full text + vectors), semantic (vectors) or fulltext.", enum=list(MODES))]
 # Ids follow the one pattern of rag_core.security.ids (published in the schema), used exactly as given.
@@ -253,7 +255,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         return _result(json.dumps(response, ensure_ascii=False, default=str), response)
 
     def rag_chat_turn(
-        message: Annotated[str, Field(description="The user's message (up to 8000 characters).")],
+        message: Message,
         session_id: SessionId = DEFAULT_SESSION,
         k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
         site_id: SiteId = None,
@@ -278,7 +280,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         return _result(text, structured)
 
     def rag_chat_prepare(
-        message: Annotated[str, Field(description="The user's message (up to 8000 characters).")],
+        message: Message,
         session_id: SessionId = DEFAULT_SESSION,
         k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
         site_id: SiteId = None,

@@ -33,7 +33,7 @@ from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog,
 from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
 from rag_core.errors import (
-    CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, RateLimited, Unauthorized,
+    CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
 from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
 from rag_core.security.ids import valid_id
@@ -197,8 +197,6 @@ def _install_error_handlers(app: FastAPI) -> None:
                             details={"reason": type(exc).__name__})
         return JSONResponse(err.to_dict(), status_code=err.status)
 
-    app.add_middleware(_RequestGuard)
-
 
 def body_limit(method: str, path: str) -> int:
     """The largest body a request may send: documents have their own limit, sized for MAX_DOCUMENT_CHARS."""
@@ -356,6 +354,7 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
     app.state.keys = keys
     app.state.limiter = limiter
     app.state.settings = settings
+    app.add_middleware(_RequestGuard)  # body limits, and unexpected errors answered without dropping the connection
     _install_error_handlers(app)
     _document_openapi(app)
     _routes(app)
@@ -459,7 +458,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
 
     @app.get("/health/ready", response_model=s.ReadyOut, tags=["service"],
              summary="Readiness: the database answers (no key needed)",
-             responses={503: {"model": s.ErrorResponse, "description": "The database does not answer (DATABASE_ERROR)"}})
+             responses={503: {"model": s.ErrorResponse,
+                              "description": "The database does not answer (DATABASE_ERROR)"}})
     def ready(wb: WorkbenchDep) -> dict[str, Any]:
         """200 when a query on the database succeeds, 503 DATABASE_ERROR at once while it is down or restarting."""
         return {"status": "ready", "database": wb.check_database()}

@@ -95,7 +95,8 @@ class ChatMessageIn(Body):
     site_id: Id
     role: str = Field(description="'user' or 'ai'.", json_schema_extra={"enum": ["user", "ai"]})
     message: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS,
-                         description="The message text: up to 8,000 characters from a user, 100,000 from the AI.")
+                         description=f"The message text: up to {MAX_MESSAGE_CHARS} characters from a user, "
+                                     f"{MAX_ANSWER_CHARS} from the AI.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "user_id": "u-42", "site_id": "site_a", "role": "user", "message": "Which fire alarm do we need?"}]})

@@ -212,8 +212,8 @@ def test_crawl_errors_tell_callers_one_status_and_generic_reasons(make_client, w
     site = f"t-api-web-{uuid.uuid4().hex[:6]}"
     before_dns = client.post("/pages", json={"url": "http://not-allowed.example/", "site_id": site},
                              headers=auth(ADMIN))
-    after_dns = client.post("/pages", json={"url": f"http://{own_name}:{page_server.server_address[1]}/articles/a1.html",
-                                            "site_id": site}, headers=auth(ADMIN))
+    page = f"http://{own_name}:{page_server.server_address[1]}/articles/a1.html"
+    after_dns = client.post("/pages", json={"url": page, "site_id": site}, headers=auth(ADMIN))
     assert before_dns.status_code == after_dns.status_code == 403
     assert before_dns.json()["error"] == after_dns.json()["error"]
     # An unresolvable host: robots.txt cannot be fetched (a refusal), or without robots the page (a report error).

@@ -133,7 +133,8 @@ def test_a_database_failure_is_database_error(make_client, wb):
     assert "PostgreSQL" in error["message"] and "connection refused" not in error["message"]
 
 
-def _request(sock: socket.socket, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, bytes]:
+def _request(sock: socket.socket, method: str, path: str, headers: dict[str, str],
+             body: bytes = b"") -> tuple[int, bytes]:
     """One HTTP/1.1 request on an open keep-alive connection; (status, body), or (0, b"") if the server hung up."""
     head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": "test", "Content-Length": str(len(body)), **headers}.items())
     sock.sendall(f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode() + body)
