@@ -28,6 +28,12 @@ def _new_session() -> None:
 stored = ui.call(ui.sessions, site, default=[]) or []
 titles = {s["id"]: f"{s['title'] or 'Untitled'} · {s['messages']} msgs" for s in stored}
 session_id = st.session_state.chat_session
+if site is not None and session_id not in titles:
+    current = ui.call(wb.get_session, session_id, default=None)
+    if current is not None and current["site_id"] != site:
+        # The site picker moved on: that conversation belongs to the other site, so a new one starts here.
+        _new_session()
+        session_id = st.session_state.chat_session
 options = list(titles)
 if session_id not in titles:
     options.insert(0, session_id)

@@ -49,8 +49,10 @@ class NotFound(RagError):
 
 
 class IndexUnavailable(RagError):
+    """Nothing is indexed where the caller searched: the caller's condition (ingest first), so a 4xx."""
+
     code = "INDEX_UNAVAILABLE"
-    status = 503
+    status = 404
 
 
 class DatabaseError(RagError):

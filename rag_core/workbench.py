@@ -15,6 +15,7 @@ from rag_core.db.database import (
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.loaders import SUPPORTED_TYPES
+from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
@@ -105,6 +106,7 @@ class Workbench:
             raise InvalidInput("source is empty; give a file name or URL that identifies the text.")
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
+        check_text_length(text, MAX_DOCUMENT_CHARS, "content")
         report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
@@ -301,7 +303,8 @@ class Workbench:
         """Store one message in a session (created on first use); role is user, assistant or system."""
         from rag_core.chat import sessions
 
-        return sessions.append_message(self.db, session_id, role, content, sources=sources)
+        return sessions.append_message(self.db, sessions.check_chat_session_id(session_id), role, content,
+                                       sources=sources)
 
     def chat_reset(self, session_id: str) -> dict[str, int]:
         """Forget a session: delete it and its messages."""
@@ -400,6 +403,10 @@ class Workbench:
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- status -----
+    def check_database(self) -> str:
+        """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
+        return self.db.ping()
+
     def status(self, site_id: str | None = None) -> dict[str, Any]:
         """Documents, chunks, sources, embedder, dimension and database size."""
         result = store.store_status(self.db, site_id)
@@ -494,6 +501,15 @@ def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Wor
     """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set."""
     settings = settings or load_settings(**overrides)
     url, _, embedded = upgrade_database(settings)
-    db = Database(url, pool_size=settings.db_pool_size)
+    restart = alive = None
+    if embedded:
+        from rag_core.db.server import embedded_server_running, embedded_server_uri
+
+        def restart() -> None:  # the embedded server is ours to start again when it dies
+            embedded_server_uri(settings.data_dir)
+
+        def alive() -> bool:
+            return embedded_server_running(settings.data_dir)
+    db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
     return Workbench(settings, db, url, embedded)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -11,16 +15,40 @@ from rag_core.db.database import create_database_if_missing, drop_database, with
 from rag_core.settings import RagSettings
 
 
+def make_server_dir() -> Path:
+    """A fresh folder for an embedded server that its OS user can enter when the tests run as root.
+
+    pytest's own temp folders are private (700) and the server refuses to loosen them.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="rag-test-pg-"))
+    folder.chmod(0o755)  # our own new folder, not a parent of anything else
+    return folder
+
+
+@pytest.fixture
+def server_dir() -> Path:
+    """A folder for a test's own embedded server, removed afterwards."""
+    folder = make_server_dir()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_server_url() -> str:
     """The server's URL: RAG_TEST_DATABASE_URL when set, else an embedded server in a temp folder."""
     external = os.environ.get("RAG_TEST_DATABASE_URL")
     if external:
-        return external
+        yield external
+        return
     from rag_core.db.server import embedded_server_uri
 
+    from rag_core.db.server import release_embedded_server
+
+    folder = make_server_dir()
     # A failure here fails the suite with the reason; tests never skip for a missing database.
-    return embedded_server_uri(tmp_path_factory.mktemp("embedded-pg"))
+    yield embedded_server_uri(folder)
+    release_embedded_server(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +85,8 @@ def wb(make_settings):
 @pytest.fixture
 def site(wb, request: pytest.FixtureRequest) -> str:
     """A site id unique to the test; its documents are deleted afterwards."""
-    site_id = f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name[:40])  # a valid id (rag_core.security.ids)
+    site_id = f"t-{name}-{uuid.uuid4().hex[:6]}"
     yield site_id
     with wb.db.connection() as conn:
         conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))

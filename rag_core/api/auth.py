@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import re
 import socket
 from dataclasses import dataclass
 from typing import Iterable
@@ -21,6 +23,12 @@ DENIED = "This API key may not access the requested data; use a key bound to its
 MISSING = "An API key is required; send it as `Authorization: Bearer <key>` or `X-API-Key: <key>`."
 WRONG = "The API key is not valid; check RAG_API_KEYS on the server."
 ADMIN_ONLY = "This operation needs the admin key (RAG_ADMIN_API_KEY)."
+KEY_IN_URL = ("API keys in the URL are refused: URLs end up in access logs, proxies and browser history. "
+              "Send the key as `Authorization: Bearer <key>` or `X-API-Key: <key>`, and replace the key you sent.")
+# Query parameters that carry a key in common APIs; none of them is a parameter of this service.
+KEY_QUERY_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "access_token", "token"})
+_KEY_IN_QUERY = re.compile(r"([?&](?:" + "|".join(re.escape(p) for p in sorted(KEY_QUERY_PARAMS)) + r")=)[^&#\s]*",
+                           re.IGNORECASE)
 
 
 def _digest(key: str) -> bytes:
@@ -138,6 +146,26 @@ class KeyRing:
         if found is None:
             raise Unauthorized(WRONG)
         return found
+
+
+def refuse_key_in_query(names: Iterable[str]) -> None:
+    """Refuse (UNAUTHORIZED) a request that carries a key in its query string."""
+    if any(name.lower() in KEY_QUERY_PARAMS for name in names):
+        raise Unauthorized(KEY_IN_URL)
+
+
+def redact_keys_in_url(text: str) -> str:
+    """The text with the value of every key-like query parameter replaced by `***`."""
+    return _KEY_IN_QUERY.sub(r"\1***", text)
+
+
+class RedactKeysInAccessLog(logging.Filter):
+    """Keeps a key sent in a URL out of uvicorn's access log, which writes every request's path and query."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_keys_in_url(a) if isinstance(a, str) else a for a in record.args)
+        return True
 
 
 def is_loopback(host: str) -> bool:

@@ -23,10 +23,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
-from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MAX_QUERY_CHARS, MODES
+from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
+from rag_core.security.ids import ID_PATTERN, valid_id
 from rag_core.workbench import DEFAULT_SITE, Workbench
 
 log = logging.getLogger(__name__)
@@ -138,10 +140,16 @@ def _hint(description: str, **schema: Any) -> Any:
     return Field(description=description, json_schema_extra=schema or None)
 
 
+Message = Annotated[str, _hint(f"The user's message (up to {MAX_MESSAGE_CHARS} characters).",
+                               maxLength=MAX_MESSAGE_CHARS)]
 Query = Annotated[str, _hint("What to look for, in natural language.", minLength=1, maxLength=MAX_QUERY_CHARS)]
 Mode = Annotated[str, _hint("hybrid (full text + vectors), semantic (vectors) or fulltext.", enum=list(MODES))]
-SiteId = Annotated[str | None, Field(description="Only this site (tenant); omitted: every site except 'eval:*'.")]
-SessionId = Annotated[str, Field(description="Conversation id: any text; the same id continues the conversation.")]
+# Ids follow the one pattern of rag_core.security.ids (published in the schema), used exactly as given.
+SiteId = Annotated[str | None, Field(description="Only this site (tenant); omitted: every site except 'eval:*'.",
+                                     json_schema_extra={"pattern": ID_PATTERN}), AfterValidator(valid_id)]
+SessionId = Annotated[str, Field(description="Conversation id: letters, digits and _ . : @ | + = ~ -, no spaces; "
+                                             "the same id continues the conversation.",
+                                 json_schema_extra={"pattern": ID_PATTERN}), AfterValidator(valid_id)]
 
 
 class DateRange(BaseModel):
@@ -247,7 +255,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         return _result(json.dumps(response, ensure_ascii=False, default=str), response)
 
     def rag_chat_turn(
-        message: Annotated[str, Field(description="The user's message (up to 8000 characters).")],
+        message: Message,
         session_id: SessionId = DEFAULT_SESSION,
         k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
         site_id: SiteId = None,
@@ -272,7 +280,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         return _result(text, structured)
 
     def rag_chat_prepare(
-        message: Annotated[str, Field(description="The user's message (up to 8000 characters).")],
+        message: Message,
         session_id: SessionId = DEFAULT_SESSION,
         k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
         site_id: SiteId = None,
@@ -337,7 +345,9 @@ def build_server(wb: Workbench) -> RagMCPServer:
         path: Annotated[str, Field(description="File or folder to ingest (folders recursively); relative paths "
                                                "are resolved against the server's working directory.")],
         ctx: Context,
-        site_id: Annotated[str, Field(description="Site (tenant) the documents belong to.")] = DEFAULT_SITE,
+        site_id: Annotated[str, Field(description="Site (tenant) the documents belong to.",
+                                      json_schema_extra={"pattern": ID_PATTERN}), AfterValidator(valid_id)
+                           ] = DEFAULT_SITE,
         include: Annotated[list[str] | None, Field(description="Globs of files to take, e.g. ['*.md'].")] = None,
         exclude: Annotated[list[str] | None, Field(description="Globs of files to leave out.")] = None,
     ) -> CallToolResult:

@@ -19,18 +19,24 @@ from typing import Annotated, Any, AsyncIterator, Callable, Iterator
 import anyio.to_thread
 import psycopg
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
+from fastapi import HTTPException as FastAPIHTTPException
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag_core.api import schemas as s
-from rag_core.api.auth import DENIED, KeyRing, Principal
+from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog, refuse_key_in_query
 from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
-from rag_core.errors import DatabaseError, InvalidInput, LoaderError, NotFound, RagError, RateLimited, Unauthorized
+from rag_core.errors import (
+    CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
+)
+from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
+from rag_core.security.ids import valid_id
 from rag_core.settings import RagSettings, load_settings
 
 log = logging.getLogger(__name__)
@@ -75,6 +81,7 @@ async def get_caller(request: Request,
 
     token = header_key or (bearer.credentials if bearer else None)
     try:
+        refuse_key_in_query(request.query_params.keys())
         caller = keys.authenticate(token)
     except Unauthorized:
         await hit(_client(request))  # guessing keys is limited per address
@@ -89,6 +96,13 @@ async def get_workbench(request: Request) -> Any:
 
 Caller = Annotated[Principal, Depends(get_caller)]
 WorkbenchDep = Annotated[Any, Depends(get_workbench)]
+# Ids in query strings and paths: the same pattern as in bodies (rag_core.security.ids).
+SiteQuery = Annotated[str | None, Query(max_length=MAX_ID_CHARS, json_schema_extra=s.ID_SCHEMA,
+                                        description="Only this site."), AfterValidator(valid_id)]
+UserQuery = Annotated[str | None, Query(max_length=MAX_ID_CHARS, json_schema_extra=s.ID_SCHEMA),
+                      AfterValidator(valid_id)]
+SessionPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, json_schema_extra=s.ID_SCHEMA),
+                        AfterValidator(valid_id)]
 
 
 def _text(value: str | None, name: str) -> str | None:
@@ -144,10 +158,12 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError) -> JSONResponse:
         headers = None
-        if isinstance(exc, RateLimited) and isinstance(exc.details, dict):
-            headers = {"Retry-After": str(exc.details.get("retry_after", 1))}
+        if isinstance(exc.details, dict) and "retry_after" in exc.details:  # rate limit, database restarting
+            headers = {"Retry-After": str(exc.details["retry_after"])}
         if exc.status >= 500:
-            log.error("%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
+            # A database that is being restarted answers every probe with 503: one line each, not an error each.
+            level = logging.INFO if headers else logging.ERROR
+            log.log(level, "%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
         return JSONResponse(jsonable_encoder(exc.to_dict()), status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -165,6 +181,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return _error(404, "NOT_FOUND", f"No endpoint {request.method} {request.url.path}; /docs lists them.")
+        if exc.status_code == 413:
+            return _too_large(request.method, request.url.path)
         if exc.status_code == 405:
             allow = (exc.headers or {}).get("Allow", "")
             return _error(405, "METHOD_NOT_ALLOWED",
@@ -179,12 +197,70 @@ def _install_error_handlers(app: FastAPI) -> None:
                             details={"reason": type(exc).__name__})
         return JSONResponse(err.to_dict(), status_code=err.status)
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        incident = uuid.uuid4().hex[:12]
-        log.exception("%s %s failed (incident %s)", request.method, request.url.path, incident)
-        return _error(500, "INTERNAL", f"The server failed on this request; it is logged as incident {incident}.",
-                      {"incident": incident})
+
+def body_limit(method: str, path: str) -> int:
+    """The largest body a request may send: documents have their own limit, sized for MAX_DOCUMENT_CHARS."""
+    return MAX_DOCUMENT_REQUEST_BYTES if (method, path) == ("POST", "/documents") else MAX_REQUEST_BYTES
+
+
+def _too_large(method: str, path: str) -> JSONResponse:
+    limit = body_limit(method, path)
+    return _error(413, "PAYLOAD_TOO_LARGE",
+                  f"The request body is larger than {limit} bytes, the limit of {method} {path}; send less text "
+                  "(a document's text has its own, larger limit on POST /documents).", {"limit_bytes": limit})
+
+
+class _RequestGuard:
+    """Pure ASGI around the routes: bodies over their limit and unexpected exceptions.
+
+    A body over its limit gets 413: by Content-Length before a byte is read, and by the bytes actually
+    streamed (a chunked body has no length) as soon as they pass it, so memory stays bounded.
+
+    An unexpected exception is answered with the 500 body here, before it reaches Starlette's
+    outermost error middleware: that one re-raises after answering, and uvicorn then resets the
+    connection, so the client's next request on the same keep-alive connection failed too.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = body_limit(scope["method"], scope["path"])
+        length = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        if length.strip().isdigit() and int(length) > limit:
+            await _too_large(scope["method"], scope["path"])(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # FastAPI passes an HTTPException from reading the body on to the handlers above.
+                    raise FastAPIHTTPException(413)
+            return message
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except Exception:
+            if started:  # half a response is out: only closing the connection tells the client
+                raise
+            incident = uuid.uuid4().hex[:12]
+            log.exception("%s %s failed (incident %s)", scope.get("method"), scope.get("path"), incident)
+            response = _error(500, "INTERNAL", f"The server failed on this request; it is logged as incident "
+                                               f"{incident}.", {"incident": incident})
+            await response(scope, receive, send)
 
 
 def _document_openapi(app: FastAPI) -> None:
@@ -204,11 +280,13 @@ def _document_openapi(app: FastAPI) -> None:
                    "401": "Missing or wrong key, or a key used on another site's data (UNAUTHORIZED).",
                    "429": "Over the key's rate limit (RATE_LIMIT); see the Retry-After header.",
                    "500": "Unexpected failure (INTERNAL); no stack trace is returned.",
-                   "503": "Database or index unavailable (DATABASE_ERROR, INDEX_UNAVAILABLE)."}
-        embeds = {"409": "The store was built with another embedder (EMBEDDER_MISMATCH); run `rag reindex`."}
+                   "503": "The database is unavailable or restarting (DATABASE_ERROR); see Retry-After."}
+        embeds = {"409": "The store was built with another embedder (EMBEDDER_MISMATCH); run `rag reindex`.",
+                  "413": "The request body is over its limit (PAYLOAD_TOO_LARGE)."}
         web = {**embeds, "403": "The crawl policy refused the URL (CRAWL_REFUSED).",
                "502": "The page could not be fetched (FETCH_ERROR)."}
-        specific = {"/documents": embeds, "/search": embeds, "/retrieve-context": embeds, "/crawl": web,
+        specific = {"/documents": embeds, "/retrieve-context": embeds, "/crawl": web, "/chat-messages": embeds,
+                    "/search": {**embeds, "404": "Nothing is indexed in the site searched (INDEX_UNAVAILABLE)."},
                     "/pages": web,
                     "/chat": {**embeds, "404": "No active instruction named resource_name (NOT_FOUND).",
                               "502": "The answering model failed (LLM_ERROR); the question is kept."}}
@@ -271,14 +349,22 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
                 workbench.close()
 
     app = FastAPI(title="RAG workbench service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    _keep_keys_out_of_access_log()
     app.state.workbench = workbench
     app.state.keys = keys
     app.state.limiter = limiter
     app.state.settings = settings
+    app.add_middleware(_RequestGuard)  # body limits, and unexpected errors answered without dropping the connection
     _install_error_handlers(app)
     _document_openapi(app)
     _routes(app)
     return app
+
+
+def _keep_keys_out_of_access_log() -> None:
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactKeysInAccessLog) for f in access.filters):
+        access.addFilter(RedactKeysInAccessLog())
 
 
 def create_worker_app() -> FastAPI:
@@ -289,6 +375,47 @@ def create_worker_app() -> FastAPI:
 
 
 NDJSON = "application/x-ndjson"
+# What a caller learns about a page that failed: its reason and a fixed sentence. The crawler's own
+# messages name resolved addresses, resolver errors and the whole allowlist, which map the server's
+# network for whoever calls; they go to the server log instead.
+PUBLIC_CRAWL_REASONS = {
+    "refused": "Refused by the crawl policy: the host, port, scheme or address is not allowed "
+               "(the server's RAG_ALLOWED_DOMAINS and address rules decide).",
+    "robots": "Disallowed by the site's robots.txt, or its robots.txt could not be fetched.",
+    "timeout": "The page did not answer in time.",
+    "http_status": "The web server answered with an error status.",
+    "too_large": "The page is larger than the crawl size limit.",
+    "content_type": "The page is not HTML, plain text or PDF.",
+    "network": "The page could not be fetched: the host could not be resolved or reached.",
+    "extract": "No text could be extracted from the page.",
+    "ingest": "The page's text could not be stored.",
+}
+_REFUSALS = ("refused", "robots")
+
+
+def _public_crawl(run: Callable[[Callable[[Any], None]], Any]) -> Callable[[Callable[[Any], None]], Any]:
+    """`run` with crawl errors told in generic words; a refusal of the URL asked for is always a 403."""
+
+    def public(progress: Callable[[Any], None]) -> Any:
+        try:
+            report = run(progress)
+        except (CrawlRefused, FetchError) as exc:
+            reason = exc.details.get("reason") if isinstance(exc.details, dict) else None
+            reason = reason if reason in PUBLIC_CRAWL_REASONS else ("refused" if isinstance(exc, CrawlRefused)
+                                                                    else "network")
+            log.warning("Crawl request failed (%s): %s", reason, exc.message)
+            raise type(exc)(PUBLIC_CRAWL_REASONS[reason], details={"reason": reason}) from None
+        for error in report.errors:
+            log.info("Crawl page failed (%s): %s: %s", error["reason"], error["url"], error["message"])
+            error["message"] = PUBLIC_CRAWL_REASONS.get(error["reason"], "The page failed.")
+        if report.index_url is None and not report.pages_ingested and report.errors \
+                and report.errors[0]["reason"] in _REFUSALS:
+            # The one page asked for was refused after its name resolved: the same answer as a refusal before.
+            reason = report.errors[0]["reason"]
+            raise CrawlRefused(PUBLIC_CRAWL_REASONS[reason], details={"reason": reason})
+        return report
+
+    return public
 
 
 def _web_response(request: Request, run: Callable[[Callable[[Any], None]], Any]) -> Any:
@@ -326,8 +453,16 @@ def _web_response(request: Request, run: Callable[[Callable[[Any], None]], Any])
 def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoint
     @app.get("/health", response_model=s.HealthOut, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:
-        """The service is up."""
+        """The process answers; it does not touch the database (see /health/ready)."""
         return {"status": "ok"}
+
+    @app.get("/health/ready", response_model=s.ReadyOut, tags=["service"],
+             summary="Readiness: the database answers (no key needed)",
+             responses={503: {"model": s.ErrorResponse,
+                              "description": "The database does not answer (DATABASE_ERROR)"}})
+    def ready(wb: WorkbenchDep) -> dict[str, Any]:
+        """200 when a query on the database succeeds, 503 DATABASE_ERROR at once while it is down or restarting."""
+        return {"status": "ready", "database": wb.check_database()}
 
     # ----- seed 003: documents, chat memory, context -----
     @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],
@@ -348,11 +483,11 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                 description=_ADMIN, responses=_ERRORS)
     def delete_document(caller: Caller, wb: WorkbenchDep,
                         source: Annotated[str, Query(min_length=1, max_length=2000, description="Source to delete.")],
-                        site_id: Annotated[str | None, Query(max_length=200, description="Only in this site.")] = None
+                        site_id: SiteQuery = None
                         ) -> dict[str, Any]:
         """Delete a source with its chunks (admin key)."""
         caller.require_admin()
-        result = wb.delete_source(_text(source, "source"), site_id=_text(site_id, "site_id"))
+        result = wb.delete_source(_text(source, "source"), site_id=site_id)
         if not result["documents"]:
             raise NotFound(f"No document with source '{source}'; GET /status lists the sources per site.")
         return {"source": source, **result}
@@ -407,36 +542,41 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
             session = wb.get_session(body.session_id)
             if session is not None and not caller.allows(session["site_id"]):
                 raise Unauthorized(DENIED)
-        turn = wb.chat(body.message, session_id=body.session_id, k=body.k, site_id=site, user_id=body.user_id,
-                       resource_name=body.resource_name)
+        try:
+            # With a site, the turn's insert refuses a session of another site in the same statement,
+            # so a session created elsewhere after the check above is still refused.
+            turn = wb.chat(body.message, session_id=body.session_id, k=body.k, site_id=site, user_id=body.user_id,
+                           resource_name=body.resource_name)
+        except Unauthorized:
+            raise Unauthorized(DENIED) from None
         return JSONResponse(jsonable_encoder(turn.to_dict()))
 
     @app.get("/sessions", response_model=s.SessionsOut, tags=["chat"], summary="List chat sessions")
     def list_sessions(caller: Caller, wb: WorkbenchDep,
-                      site_id: Annotated[str | None, Query(max_length=200)] = None,
-                      user_id: Annotated[str | None, Query(max_length=200)] = None,
+                      site_id: SiteQuery = None,
+                      user_id: UserQuery = None,
                       limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
         """Sessions, most recently active first, with message counts."""
-        site = caller.site_for(_text(site_id, "site_id"))
-        return {"sessions": jsonable_encoder(wb.list_sessions(site_id=site, user_id=_text(user_id, "user_id"),
+        site = caller.site_for(site_id)
+        return {"sessions": jsonable_encoder(wb.list_sessions(site_id=site, user_id=user_id,
                                                                limit=limit))}
 
     @app.get("/sessions/{session_id}/messages", response_model=s.MessagesOut, tags=["chat"],
              summary="A session's messages", responses={404: {"model": s.ErrorResponse, "description": "No session"}})
     def session_messages(caller: Caller, wb: WorkbenchDep,
-                         session_id: Annotated[str, Path(min_length=1, max_length=200)],
+                         session_id: SessionPath,
                          limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> Any:
         """The last `limit` messages, oldest first; answers with their sources."""
-        _session_for(wb, caller, _text(session_id, "session_id"))
+        _session_for(wb, caller, session_id)
         return {"session_id": session_id, "messages": jsonable_encoder(wb.chat_history(session_id, limit))}
 
     @app.delete("/sessions/{session_id}", response_model=s.SessionDeleted, tags=["chat"], summary="Delete a session",
                 description=_ADMIN, responses=_ERRORS)
     def delete_session(caller: Caller, wb: WorkbenchDep,
-                       session_id: Annotated[str, Path(min_length=1, max_length=200)]) -> dict[str, Any]:
+                       session_id: SessionPath) -> dict[str, Any]:
         """Forget a session and its messages (admin key)."""
         caller.require_admin()
-        result = wb.chat_reset(_text(session_id, "session_id"))
+        result = wb.chat_reset(session_id)
         if not result["sessions"]:
             raise NotFound(f"No chat session '{session_id}'; GET /sessions lists them.")
         return {"session_id": session_id, **result}
@@ -452,8 +592,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         then the report (`{"event": "done", "report": ...}`) or the error (`{"event": "error", ...}`).
         """
         site = caller.site_for(body.site_id) or DEFAULT_SITE
-        return _web_response(request, lambda progress: wb.ingest_index(body.index_url, body.pattern, site_id=site,
-                                                                       progress=progress))
+        return _web_response(request, _public_crawl(
+            lambda progress: wb.ingest_index(body.index_url, body.pattern, site_id=site, progress=progress)))
 
     @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page",
               responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
@@ -461,14 +601,15 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
         """Fetch and ingest one page (the crawl policy applies); NDJSON progress like /crawl."""
         site = caller.site_for(body.site_id) or DEFAULT_SITE
-        return _web_response(request, lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress))
+        return _web_response(request, _public_crawl(
+            lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress)))
 
     # ----- status -----
     @app.get("/status", response_model=s.StatusOut, tags=["service"], summary="Store status")
     def status(caller: Caller, wb: WorkbenchDep,
-               site_id: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
+               site_id: SiteQuery = None) -> dict[str, Any]:
         """Documents, chunks, sources, embedder, dimension and database size (of the key's site)."""
-        site = caller.site_for(_text(site_id, "site_id"))
+        site = caller.site_for(site_id)
         info = wb.status(site_id=site)
         if caller.sites is not None:
             for private in ("data_dir", "database"):  # the server's layout is not a site's business
@@ -477,9 +618,9 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
 
     @app.get("/metrics/search", response_model=s.MetricsOut, tags=["service"], summary="Search metrics")
     def metrics(caller: Caller, wb: WorkbenchDep,
-                site_id: Annotated[str | None, Query(max_length=200)] = None,
+                site_id: SiteQuery = None,
                 since: Annotated[str | None, Query(max_length=40, description="7d, 12h or a date")] = None
                 ) -> dict[str, Any]:
         """Searches, errors, zero results, average and p95 latency, popular queries, per day."""
-        site = caller.site_for(_text(site_id, "site_id"))
+        site = caller.site_for(site_id)
         return jsonable_encoder(wb.search_metrics(site_id=site, since=_since(_text(since, "since"))))

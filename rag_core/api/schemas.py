@@ -6,9 +6,12 @@ of 51 gets the same INVALID_QUERY message over REST, MCP and the CLI.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from rag_core.security.ids import ID_PATTERN, valid_id
 
 
 def text_problem(text: str) -> str | None:
@@ -20,6 +23,11 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "is not valid UTF-8 text (a lone surrogate escape)"
     return None
+
+
+# Every session, user and site id of a body, a query or a path: validated by one pattern, published in OpenAPI.
+ID_SCHEMA = {"pattern": ID_PATTERN}
+Id = Annotated[str, AfterValidator(valid_id), Field(min_length=1, max_length=MAX_ID_CHARS, json_schema_extra=ID_SCHEMA)]
 
 
 class Body(BaseModel):
@@ -57,10 +65,10 @@ class ErrorResponse(BaseModel):
 
 # ----- seed 003 -----
 class DocumentIn(Body):
-    site_id: str = Field(min_length=1, max_length=200, description="Site (tenant) the document belongs to.")
+    site_id: Id = Field(description="Site (tenant) the document belongs to.")
     source: str = Field(min_length=1, max_length=2000, description="File name or URL; the same source again "
                                                                     "replaces the stored document.")
-    content: str = Field(min_length=1, description="The document's full text.")
+    content: str = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS, description="The document's full text.")
     title: str | None = Field(default=None, max_length=500, description="Title (default: from the text).")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
@@ -83,10 +91,12 @@ class DeletedDocuments(BaseModel):
 
 
 class ChatMessageIn(Body):
-    user_id: str = Field(min_length=1, max_length=200, description="The user (e.g. the JWT `sub` claim).")
-    site_id: str = Field(min_length=1, max_length=200)
+    user_id: Id = Field(description="The user (e.g. the JWT `sub` claim).")
+    site_id: Id
     role: str = Field(description="'user' or 'ai'.", json_schema_extra={"enum": ["user", "ai"]})
-    message: str = Field(min_length=1, description="The message text.")
+    message: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS,
+                         description=f"The message text: up to {MAX_MESSAGE_CHARS} characters from a user, "
+                                     f"{MAX_ANSWER_CHARS} from the AI.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "user_id": "u-42", "site_id": "site_a", "role": "user", "message": "Which fire alarm do we need?"}]})
@@ -103,9 +113,9 @@ class ChatMessageOut(BaseModel):
 
 
 class RetrieveContextIn(Body):
-    user_id: str = Field(min_length=1, max_length=200)
-    site_id: str = Field(min_length=1, max_length=200)
-    query: str = Field(min_length=1, description="The user's current message.")
+    user_id: Id
+    site_id: Id
+    query: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The user's current message.")
     k: int = Field(default=5, ge=1, le=50, description="Knowledge chunks to include.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
@@ -137,7 +147,7 @@ class DateRange(Body):
 
 
 class SearchIn(Body):
-    query: str = Field(description="Natural-language query.", json_schema_extra={"minLength": 1, "maxLength": 500})
+    query: str = Field(description="Natural-language query.", json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS})
     limit: int = Field(default=10, description="Results per page.", json_schema_extra={"minimum": 1, "maximum": 50})
     page: int = Field(default=1, description="Page of results.", json_schema_extra={"minimum": 1})
     document_types: list[str] = Field(default_factory=list, description="pdf, docx, xlsx, txt, md, csv, html.")
@@ -147,9 +157,9 @@ class SearchIn(Body):
     max_chunks: int = Field(default=3, description="Context chunks per document.",
                             json_schema_extra={"minimum": 1, "maximum": 10})
     search_mode: str = Field(default="hybrid", json_schema_extra={"enum": ["semantic", "fulltext", "hybrid"]})
-    site_id: str | None = Field(default=None, description="One site (default: the key's only site; for an "
-                                                          "all-sites key every site except eval:*).")
-    user_id: str | None = Field(default=None, description="Written to the query log.")
+    site_id: Id | None = Field(default=None, description="One site (default: the key's only site; for an "
+                                                         "all-sites key every site except eval:*).")
+    user_id: Id | None = Field(default=None, description="Written to the query log.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "query": "требования к пожарной безопасности", "limit": 5, "document_types": ["pdf", "docx"],
@@ -191,11 +201,11 @@ class SearchOut(BaseModel):
 
 # ----- chat -----
 class ChatIn(Body):
-    message: str = Field(min_length=1, description="The question.")
-    session_id: str | None = Field(default=None, max_length=200, description="Conversation id; omitted starts one.")
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The question.")
+    session_id: Id | None = Field(default=None, description="Conversation id; omitted starts one.")
     k: int = Field(default=5, ge=1, le=50, description="Passages to retrieve.")
-    site_id: str | None = Field(default=None, max_length=200)
-    user_id: str | None = Field(default=None, max_length=200)
+    site_id: Id | None = None
+    user_id: Id | None = None
     resource_name: str | None = Field(default=None, max_length=200, description="Agent instruction to use.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
@@ -231,7 +241,7 @@ class SessionDeleted(BaseModel):
 class CrawlIn(Body):
     index_url: str = Field(min_length=1, max_length=2000, description="Index page whose links are ingested (depth 1).")
     pattern: str = Field(default="", max_length=500, description="Regex the linked URLs must match.")
-    site_id: str | None = Field(default=None, max_length=200)
+    site_id: Id | None = None
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "index_url": "https://docs.example.com/guide/", "pattern": r"/guide/.+", "site_id": "site_a"}]})
@@ -239,7 +249,7 @@ class CrawlIn(Body):
 
 class PageIn(Body):
     url: str = Field(min_length=1, max_length=2000)
-    site_id: str | None = Field(default=None, max_length=200)
+    site_id: Id | None = None
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "url": "https://docs.example.com/guide/install.html", "site_id": "site_a"}]})
@@ -258,6 +268,11 @@ class WebReportOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready"] = "ready"
+    database: Literal["ok"] = Field(default="ok", description="A query on the database succeeded.")
 
 
 class StatusOut(BaseModel):

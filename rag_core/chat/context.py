@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from rag_core.chat import sessions
 from rag_core.errors import InvalidInput
+from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
+from rag_core.security.ids import check_id
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
@@ -94,6 +96,9 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
         raise InvalidInput("site_id is empty; give the site whose knowledge to search.")
     if not user_id or not user_id.strip():
         raise InvalidInput("user_id is empty; give the user whose conversation to include.")
+    check_id(site_id, "site_id")
+    check_id(user_id, "user_id")
+    check_text_length(query, MAX_MESSAGE_CHARS, "query")  # it gets embedded: a 10 MB query took 23 GB
     parts: list[str] = []
     if query and query.strip():
         try:

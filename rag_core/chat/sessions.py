@@ -9,21 +9,42 @@ from typing import Any, Sequence
 from psycopg.types.json import Jsonb
 
 from rag_core.db.database import Database
-from rag_core.errors import InvalidInput
+from rag_core.errors import InvalidInput, Unauthorized
+from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
+from rag_core.security.ids import check_id, check_optional_id
 
 ROLES = ("user", "assistant", "system")
 DEFAULT_SITE = "default"
 _MESSAGE_COLUMNS = "id, session_id, site_id, user_id, role, content, sources, created_at"
+OTHER_SITE = ("Chat session '{session}' belongs to another site; start a new session (leave session_id out) "
+              "or use it with its own site.")
 
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
 
 
+EXTERNAL_PREFIX = "ext-"
+
+
 def external_session_id(user_id: str, site_id: str) -> str:
     """The session that holds an external workflow's messages for one user on one site."""
     digest = hashlib.sha256(f"{site_id}\x1f{user_id}".encode()).hexdigest()[:24]
-    return f"ext-{digest}"
+    return f"{EXTERNAL_PREFIX}{digest}"
+
+
+def check_chat_session_id(session_id: str) -> str:
+    """A session id a chat client may write to: a valid id outside the chat-memory sessions.
+
+    Chat-memory session ids are derived from the site and user, so anyone could compute another
+    site's; creating one first would lock that site's user out of their own memory.
+    """
+    check_id(session_id, "session_id")
+    if session_id.startswith(EXTERNAL_PREFIX):
+        raise InvalidInput(f"Session ids starting with '{EXTERNAL_PREFIX}' hold chat-memory messages (POST "
+                           "/chat-messages) and are written only there; choose another session id.",
+                           details={"field": "session_id"})
+    return session_id
 
 
 def check_role(role: str) -> str:
@@ -48,6 +69,8 @@ def has_indexed_chunks(db: Database, site_id: str | None) -> bool:
 
 
 def get_session(db: Database, session_id: str) -> dict[str, Any] | None:
+    """The session's id, site, user, title and times, or None."""
+    check_id(session_id, "session_id")
     with db.connection() as conn:
         row = conn.execute("SELECT id, site_id, user_id, title, created_at, updated_at FROM chat_sessions"
                            " WHERE id = %s", (session_id,)).fetchone()
@@ -56,14 +79,16 @@ def get_session(db: Database, session_id: str) -> dict[str, Any] | None:
     return dict(zip(("id", "site_id", "user_id", "title", "created_at", "updated_at"), row))
 
 
-def history(db: Database, session_id: str, limit: int) -> list[dict[str, Any]]:
-    """The session's last `limit` messages, oldest first."""
+def history(db: Database, session_id: str, limit: int, *, before_id: int | None = None) -> list[dict[str, Any]]:
+    """The session's last `limit` messages (older than message `before_id` when given), oldest first."""
+    check_id(session_id, "session_id")
     if limit <= 0:
         return []
     with db.connection() as conn:
         rows = conn.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM chat_messages WHERE session_id = %s"
-            " ORDER BY created_at DESC, id DESC LIMIT %s", (session_id, limit)).fetchall()
+            " AND (%s::bigint IS NULL OR id < %s)"
+            " ORDER BY created_at DESC, id DESC LIMIT %s", (session_id, before_id, before_id, limit)).fetchall()
     return [_message(r) for r in reversed(rows)]
 
 
@@ -73,21 +98,30 @@ def append_message(db: Database, session_id: str, role: str, content: str, *,
     """Store one message (and its citations) in one transaction; the session is created on first use.
 
     The message takes the session's site and user unless given; a session without a title gets `title`.
+    With `site_id`, the session must belong to that site: the insert itself checks it (no window
+    between a check and the write), and a session of another site raises Unauthorized.
     """
     role = check_role(role)
-    if not session_id or not str(session_id).strip():
-        raise InvalidInput("session_id is empty; give a session id (any text) or leave it out to start one.")
+    check_id(session_id, "session_id")
+    check_optional_id(site_id, "site_id")
+    check_optional_id(user_id, "user_id")
     if content is None or not str(content).strip():
         raise InvalidInput("The message is empty; nothing was stored.")
+    check_text_length(content, MAX_ANSWER_CHARS if role == "assistant" else MAX_MESSAGE_CHARS, "message")
     with db.connection() as conn:
         with conn.transaction():
-            created, sess_site, sess_user = conn.execute(
+            claimed = conn.execute(
                 "INSERT INTO chat_sessions (id, site_id, user_id, title) VALUES (%(id)s, %(site)s, %(user)s, %(title)s)"
                 " ON CONFLICT (id) DO UPDATE SET title = COALESCE(chat_sessions.title, EXCLUDED.title),"
                 " updated_at = now()"
+                " WHERE NOT %(check_site)s OR chat_sessions.site_id = EXCLUDED.site_id"
                 " RETURNING (xmax = 0), site_id, user_id",
-                {"id": session_id, "site": site_id or DEFAULT_SITE, "user": user_id, "title": title},
+                {"id": session_id, "site": site_id or DEFAULT_SITE, "user": user_id, "title": title,
+                 "check_site": site_id is not None},
             ).fetchone()
+            if claimed is None:  # the session exists and belongs to another site
+                raise Unauthorized(OTHER_SITE.format(session=session_id))
+            created, sess_site, sess_user = claimed
             row = conn.execute(
                 f"INSERT INTO chat_messages (session_id, site_id, user_id, role, content, sources)"
                 f" VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_MESSAGE_COLUMNS}",
@@ -101,6 +135,7 @@ def append_message(db: Database, session_id: str, role: str, content: str, *,
 
 def reset(db: Database, session_id: str) -> dict[str, int]:
     """Delete a session and its messages (the foreign key cascades)."""
+    check_id(session_id, "session_id")
     with db.connection() as conn:
         with conn.transaction():
             messages = conn.execute("SELECT count(*) FROM chat_messages WHERE session_id = %s",
@@ -112,6 +147,8 @@ def reset(db: Database, session_id: str) -> dict[str, int]:
 def list_sessions(db: Database, site_id: str | None = None, user_id: str | None = None,
                   limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
     """Sessions, most recently active first, with their message counts."""
+    check_optional_id(site_id, "site_id")
+    check_optional_id(user_id, "user_id")
     with db.connection() as conn:
         rows = conn.execute(
             "SELECT s.id, s.site_id, s.user_id, s.title, s.created_at, s.updated_at,"
@@ -128,6 +165,8 @@ def list_sessions(db: Database, site_id: str | None = None, user_id: str | None 
 
 def recent_messages(db: Database, *, user_id: str, site_id: str, limit: int) -> list[dict[str, Any]]:
     """One user's last `limit` messages on one site across sessions, oldest first."""
+    check_id(user_id, "user_id")
+    check_id(site_id, "site_id")
     with db.connection() as conn:
         rows = conn.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM chat_messages WHERE site_id = %s AND user_id = %s"

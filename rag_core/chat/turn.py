@@ -11,13 +11,13 @@ from rag_core.chat.citations import Source, render_sources, render_turn
 from rag_core.chat.context import format_references, grounded_hits
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, NotFound
+from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_CHARS = 8000
 MAX_K = 50
 LANGUAGES = ("en", "ru", "ja")
 
@@ -96,13 +96,13 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     message = (message or "").strip()
     if not message:
         raise InvalidInput("The message is empty; type a question.")
-    if len(message) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"The message is {len(message)} characters; the limit is {MAX_MESSAGE_CHARS}.")
+    check_text_length(message, MAX_MESSAGE_CHARS, "message")
     if not 1 <= int(k) <= MAX_K:
         raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
     settings = wb.settings
     language = answer_language(language or settings.language)
-    session_id = (session_id or "").strip() or sessions.new_session_id()
+    # The id is used exactly as given (never stripped): the id whose site is checked is the id written.
+    session_id = sessions.check_chat_session_id(session_id) if session_id else sessions.new_session_id()
 
     # RAG_ENABLED=false keeps the assistant working without the knowledge base: no index check and no
     # retrieval, the model answers from the conversation alone.
@@ -121,10 +121,11 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
         raise NotFound(f"No active instruction '{resource_name}' for site '{site_id or sessions.DEFAULT_SITE}'; "
                        "create it first or leave resource_name out.")
 
-    # 2. HISTORY, read before this turn's message is stored.
-    history = sessions.history(wb.db, session_id, settings.chat_history_messages)
+    # 2. The user's message first: its insert checks that the session belongs to this site, so another
+    # site's session is refused before anything of it is read. HISTORY is what came before it.
     user_msg = sessions.append_message(wb.db, session_id, "user", message, site_id=site_id, user_id=user_id,
                                        title=session_title(message))
+    history = sessions.history(wb.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
 
     # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
     retrieval_query = message

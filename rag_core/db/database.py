@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -20,6 +22,8 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Serialises schema upgrades when the app, the CLI and the tests open one database at once.
 _MIGRATION_LOCK_ID = 724_011_031
+# Serialises CREATE DATABASE: processes starting together on a fresh folder all found no database.
+_CREATE_DATABASE_LOCK_ID = 724_011_032
 
 
 def describe_url(url: str) -> str:
@@ -57,12 +61,14 @@ def create_database_if_missing(url: str) -> None:
     admin = with_database(url, "postgres")
     try:
         with psycopg.connect(plain_url(admin), autocommit=True, connect_timeout=10) as conn:
+            # A session lock, released when the connection closes: CREATE DATABASE cannot run in a transaction.
+            conn.execute("SELECT pg_advisory_lock(%s)", (_CREATE_DATABASE_LOCK_ID,))
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
             if not exists:
                 try:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-                except psycopg.errors.DuplicateDatabase:
-                    pass  # another process created it in between
+                except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                    pass  # a process that does not take the lock (an older version) created it in between
     except psycopg.OperationalError as exc:
         raise _connect_error(url, exc) from exc
 
@@ -90,7 +96,10 @@ def ensure_pgvector(url: str) -> None:
                     "others: https://github.com/pgvector/pgvector#installation), or unset DATABASE_URL "
                     "to use the embedded server that ships it."
                 )
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            try:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.errors.UniqueViolation:
+                pass  # two processes created it at once: IF NOT EXISTS only checks before inserting
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ConfigError(
             f"pgvector is installed on {describe_url(url)} but this user may not create extensions; "
@@ -145,32 +154,155 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
-class Database:
-    """A pool of psycopg connections with pgvector types registered."""
+# How long a request waits for a pooled connection before the server is probed, and in all.
+_FAST_CHECKOUT_SEC = 1.0
+_BUSY_TIMEOUT_SEC = 30.0
+_PROBE_TIMEOUT_SEC = 2
+_PROBE_CACHE_SEC = 1.0
+RETRY_AFTER_SEC = 2
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+
+class Database:
+    """A pool of psycopg connections with pgvector types registered, that notices a lost server.
+
+    When the server goes away (a killed postmaster, a restarted host), the first failed request
+    marks the database down and starts one background recovery: `restart` (the embedded server
+    starts again; None for a server of your own), then a probe until it answers, then a fresh
+    pool. Meanwhile every request fails at once with DatabaseError (retry_after) instead of
+    waiting out the pool's 30 s timeout.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 10, restart: Callable[[], object] | None = None,
+                 server_alive: Callable[[], bool] | None = None) -> None:
         self.url = plain_url(url)
-        self.pool = ConnectionPool(
-            self.url, min_size=1, max_size=pool_size, configure=_configure, open=False,
+        self.pool_size = pool_size
+        self._restart = restart
+        self._server_alive = server_alive
+        self._state_lock = threading.Lock()
+        self._down_since: float | None = None
+        self._closed = False
+        self._probe: tuple[float, bool] = (0.0, True)
+        self.pool = self._open_pool()
+
+    def _open_pool(self) -> ConnectionPool:
+        pool = ConnectionPool(
+            self.url, min_size=1, max_size=self.pool_size, configure=_configure, open=False,
             kwargs={"connect_timeout": 10}, name="rag",
         )
         try:
-            self.pool.open(wait=True, timeout=15)
+            pool.open(wait=True, timeout=15)
         except Exception as exc:
-            self.pool.close()
+            pool.close()
             raise _connect_error(self.url, exc) from exc
+        return pool
+
+    @property
+    def down(self) -> bool:
+        """True while the server is lost and being recovered."""
+        return self._down_since is not None
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled connection in a transaction; database failures become DatabaseError."""
+        if self._down_since is not None:
+            raise self._unavailable()
+        pool = self.pool
         try:
-            with self.pool.connection(timeout=30) as conn:
+            conn = self._checkout(pool)
+        except psycopg.OperationalError as exc:  # the pool was closed
+            raise _connect_error(self.url, exc) from exc
+        try:
+            with conn:
                 yield conn
         except psycopg.OperationalError as exc:
+            if conn.broken or conn.closed:
+                self._lost(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+                raise self._unavailable() from exc
             raise _connect_error(self.url, exc) from exc
+        finally:
+            pool.putconn(conn)
+
+    def _checkout(self, pool: ConnectionPool) -> psycopg.Connection:
+        try:
+            return pool.getconn(timeout=_FAST_CHECKOUT_SEC)
+        except PoolTimeout:
+            pass
+        # No connection within a second: a busy pool, or a server that is gone? Ask the server.
+        if not self._server_answers():
+            self._lost("no connection could be made")
+            raise self._unavailable()
+        try:
+            return pool.getconn(timeout=_BUSY_TIMEOUT_SEC - _FAST_CHECKOUT_SEC)
         except PoolTimeout as exc:
-            raise DatabaseError("The database is busy: no connection became free within 30 s.") from exc
+            raise DatabaseError(f"The database is busy: no connection became free within {_BUSY_TIMEOUT_SEC:.0f} s.",
+                                details={"retry_after": RETRY_AFTER_SEC}) from exc
+
+    def _server_answers(self) -> bool:
+        """Whether a fresh connection succeeds; one probe a second serves every waiting request."""
+        with self._state_lock:
+            checked_at, answered = self._probe
+            if time.monotonic() - checked_at < _PROBE_CACHE_SEC:
+                return answered
+            try:
+                psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_SEC).close()
+                answered = True
+            except psycopg.Error:
+                answered = False
+            self._probe = (time.monotonic(), answered)
+            return answered
+
+    def _unavailable(self) -> DatabaseError:
+        what = "restarting the embedded server" if self._restart else "waiting for it to answer again"
+        return DatabaseError(f"The database connection was lost; {what}. Retry in a few seconds.",
+                             details={"retry_after": RETRY_AFTER_SEC})
+
+    def _lost(self, reason: str) -> None:
+        """Mark the database down and start the one recovery thread (no-op when one already runs)."""
+        with self._state_lock:
+            if self._down_since is not None or self._closed:
+                return
+            self._down_since = time.monotonic()
+        log.warning("Lost the database connection (%s); recovering in the background.", reason)
+        threading.Thread(target=self._recover, name="rag-db-recovery", daemon=True).start()
+
+    def _recover(self) -> None:
+        attempts = 0
+        while not self._closed:
+            attempts += 1
+            # Quick retries for the first seconds (a killed server restarts as soon as its process is
+            # reaped), then slower ones for a server that stays away.
+            delay = 0.25 if attempts <= 40 else 5.0
+            try:
+                if self._restart is not None:
+                    self._restart()
+                psycopg.connect(self.url, connect_timeout=_PROBE_TIMEOUT_SEC).close()
+                fresh = self._open_pool()
+            except Exception as exc:  # noqa: BLE001 - keep trying: the server may need a few seconds
+                log.info("Database not back yet (%s: %s); retrying in %.1f s.", type(exc).__name__,
+                         str(exc).strip().splitlines()[0] if str(exc).strip() else "", delay)
+                time.sleep(delay)
+                continue
+            # The old pool's connections all died with the server, and its own reconnect attempts back
+            # off for minutes: a new pool serves at once. Requests still holding an old connection put
+            # it back into the old pool, which discards it.
+            old, self.pool = self.pool, fresh
+            with self._state_lock:
+                down_for = time.monotonic() - (self._down_since or time.monotonic())
+                self._down_since = None
+                self._probe = (0.0, True)
+            old.close(timeout=2)
+            log.warning("Database connection back after %.1f s.", down_for)
+            return
+
+    def ping(self) -> str:
+        """'ok' when a query succeeds; DatabaseError at once while the server is down or restarting."""
+        if self._server_alive is not None and self._down_since is None and not self._server_alive():
+            # A killed postmaster's idle backends still answer for a moment: ask the process table too.
+            self._lost("the server process is gone")
+        with self.connection() as conn:
+            conn.execute("SELECT 1").fetchone()
+        return "ok"
 
     def close(self) -> None:
+        self._closed = True
         self.pool.close()
-

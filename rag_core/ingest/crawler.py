@@ -2,19 +2,13 @@
 
 Security model (seed 002's "SSRF対策", extended):
 
-* **Allowlist required.** Nothing is fetched unless ``RAG_ALLOWED_DOMAINS`` is set. An entry
-  ``example.com`` allows the host ``example.com`` itself and every subdomain ``*.example.com``
-  (``docs.example.com``, ``a.b.example.com``) -- and nothing else: ``evil-example.com`` and
-  ``example.com.evil.net`` are refused. Hosts are compared case-insensitively, without a trailing
-  dot, IDNA-encoded (``bücher.de`` == ``xn--bcher-kva.de``). An entry that is an IP address
-  matches only that exact address.
-* Only ``http`` and ``https``; URLs with user info (``http://user@host``) are refused.
-* Private, loopback, link-local, multicast, reserved, shared (CGNAT) and cloud-metadata addresses
-  are refused unless ``RAG_ALLOW_PRIVATE_NETWORKS=true`` -- both as IP literals in the URL and
-  after DNS resolution: every address a name resolves to is checked, and the connection is made
-  to the checked address (no second lookup, so DNS rebinding cannot swap it).
-* Redirects are followed by hand (at most 5 hops); every hop goes through the same checks.
-* Bodies are streamed and cut off past ``RAG_CRAWL_MAX_BYTES``; each request has a deadline of
+* Which URLs may be fetched (allowlist, ports, schemes, numeric hosts, private addresses, DNS
+  rebinding) is decided by ``rag_core.security.url_policy``; the crawler connects only to the
+  addresses that policy checked.
+* Redirects are followed by hand (at most 5 hops); every hop goes through the same checks, and a
+  redirect to something that is not an http(s) URL (``data:``, ``javascript:``) is refused.
+* Bodies are streamed and cut off past ``RAG_CRAWL_MAX_BYTES``, compressed ones inflated piece by
+  piece under the same bound (a gzip bomb never grows past it); each request has a deadline of
   ``RAG_CRAWL_TIMEOUT_SEC``; environment proxies are ignored (a proxy would bypass the checks).
 
 Politeness: an identifiable User-Agent, robots.txt (RFC 9309, parsed by protego, cached per
@@ -28,25 +22,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import ipaddress
 import logging
 import re
-import socket
 import threading
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http import HTTPStatus
 from typing import Any, AsyncIterator, Literal, TypeVar
-from urllib.parse import quote, urldefrag, urljoin, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 import httpcore
 import httpx
 
 from rag_core.errors import CrawlRefused, FetchError, LoaderError, RagError
 from rag_core.ingest.loaders import LoadedDocument, load_html_bytes
+from rag_core.security.archives import BoundedInflater, InflateLimitExceeded, UnsupportedEncoding
+from rag_core.security.url_policy import (
+    UrlPolicy, fetch_failure as _fetch_error, is_blocked_address, normalize_host, refusal as _refused,
+)
 from rag_core.settings import RagSettings
 
 logger = logging.getLogger(__name__)
@@ -66,19 +63,6 @@ PDF_TYPES = {"application/pdf", "application/x-pdf"}
 # hrefs that are not documents: skipped silently by extract_links (never fetched either way)
 NON_DOCUMENT_SCHEMES = {"mailto", "tel", "sms", "callto", "javascript", "about"}
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,application/pdf;q=0.8,*/*;q=0.1"
-ALLOWED_DOMAINS_EXAMPLE = "RAG_ALLOWED_DOMAINS=example.com,docs.python.org"
-
-_HOST_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-
-_BLOCKED_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
-    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
-    "::/128", "::1/128", "::/96", "64:ff9b:1::/48", "100::/64", "2001:db8::/32", "fc00::/7",
-    "fe80::/10", "fec0::/10", "ff00::/8",
-))
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
 
 # --------------------------------------------------------------------------- results
 
@@ -106,14 +90,6 @@ class PageError:
     message: str
 
 
-def _fetch_error(message: str, reason: Reason, url: str, **extra: Any) -> FetchError:
-    return FetchError(message, details={"url": url, "reason": reason, **extra})
-
-
-def _refused(message: str, url: str, reason: Reason = "refused") -> CrawlRefused:
-    return CrawlRefused(message, details={"url": url, "reason": reason})
-
-
 def error_reason(exc: BaseException) -> str:
     """The PageError reason of an exception raised by the crawler."""
     details = getattr(exc, "details", None)
@@ -124,202 +100,6 @@ def error_reason(exc: BaseException) -> str:
     if isinstance(exc, LoaderError):
         return "extract"
     return "network"
-
-
-# --------------------------------------------------------------------------- URL policy
-
-
-def is_blocked_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """True for any address that is not plainly public unicast (private, loopback, link-local,
-    CGNAT, multicast, reserved, unspecified, documentation, cloud metadata ...), including IPv6
-    forms that embed such an IPv4 address (IPv4-mapped, 6to4, NAT64, Teredo)."""
-    try:
-        ip = ipaddress.ip_address(str(address).split("%", 1)[0])
-    except ValueError:
-        return True
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: list[ipaddress.IPv4Address] = []
-        if ip.ipv4_mapped is not None:
-            embedded.append(ip.ipv4_mapped)
-        if ip.sixtofour is not None:
-            embedded.append(ip.sixtofour)
-        if ip.teredo is not None:
-            embedded.extend(ip.teredo)
-        if ip in _NAT64:
-            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-        if any(is_blocked_address(e) for e in embedded):
-            return True
-        if ip.ipv4_mapped is not None:
-            return False
-    if any(ip in net for net in _BLOCKED_NETWORKS if net.version == ip.version):
-        return True
-    return (not ip.is_global or ip.is_private or ip.is_loopback or ip.is_link_local
-            or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
-
-
-def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def normalize_host(host: str) -> str:
-    """Lower-case, trailing dot stripped, IDNA (punycode) encoded; ValueError if not a valid host."""
-    host = host.strip().rstrip(".").lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host:
-        raise ValueError("empty host")
-    literal = _ip_literal(host)
-    if literal is not None:
-        if "%" in host:
-            raise ValueError("IPv6 zone identifiers are not allowed")
-        return str(literal)
-    if not host.isascii():
-        try:
-            import idna
-
-            host = idna.encode(host, uts46=True).decode("ascii")
-        except Exception:  # noqa: BLE001 - idna raises several error types
-            try:
-                host = host.encode("idna").decode("ascii")
-            except UnicodeError as exc:
-                raise ValueError(f"not a valid international domain name ({exc})") from None
-        host = host.lower()
-    if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in host.split(".")):
-        raise ValueError("not a valid host name")
-    return host
-
-
-class UrlPolicy:
-    """Decides which URLs may be fetched (see the module docstring for the rules).
-
-    ``check(url)`` is the name-level check (scheme, user info, allowlist, IP literals);
-    ``check_resolved(host)`` resolves the host and checks every address.
-    """
-
-    def __init__(self, settings: RagSettings) -> None:
-        self.allow_private = bool(settings.allow_private_networks)
-        entries: list[str] = []
-        for raw in settings.allowed_domains or []:
-            entry = str(raw).strip()
-            if "://" in entry:
-                entry = urlsplit(entry).hostname or ""
-            entry = entry.lstrip("*").lstrip(".")
-            try:
-                norm = normalize_host(entry)
-            except ValueError:
-                logger.warning("Ignoring invalid RAG_ALLOWED_DOMAINS entry %r", raw)
-                continue
-            if norm not in entries:
-                entries.append(norm)
-        self.allowed_domains: tuple[str, ...] = tuple(entries)
-
-    # -- name level
-
-    def host_allowed(self, host: str) -> bool:
-        """True if the (normalised) host is an allowlisted domain or a subdomain of one."""
-        for domain in self.allowed_domains:
-            if host == domain:
-                return True
-            if _ip_literal(domain) is None and _ip_literal(host) is None and host.endswith("." + domain):
-                return True
-        return False
-
-    def check(self, url: str) -> str:
-        """Return the normalised URL, or raise CrawlRefused naming the problem and the fix."""
-        original = url
-        if not self.allowed_domains:
-            raise _refused(
-                "Crawling is disabled: no allowed domains are configured. Set RAG_ALLOWED_DOMAINS to "
-                f"the domains you want to crawl, e.g. {ALLOWED_DOMAINS_EXAMPLE}", original)
-        url = (url or "").strip()
-        if not url:
-            raise _refused("Empty URL. Give an http:// or https:// URL.", original)
-        if any(ord(c) < 0x20 or c in "\\\x7f" for c in url):
-            raise _refused(f"URL contains control characters or backslashes: {url!r}", original)
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise _refused(f"Malformed URL ({exc}): {url}", original) from None
-        scheme = parts.scheme.lower()
-        if not scheme:
-            raise _refused(f"URL has no scheme; only http:// and https:// URLs can be crawled "
-                           f"(e.g. https://{url.lstrip('/')}). URL: {url}", original)
-        if scheme not in ("http", "https"):
-            raise _refused(
-                f"Only http:// and https:// URLs can be crawled (scheme '{scheme}:' refused). URL: {url}",
-                original)
-        if "@" in parts.netloc or parts.username is not None or parts.password is not None:
-            raise _refused(
-                f"URLs with a user name or password (user@host) are refused; remove that part. URL: {url}",
-                original)
-        try:
-            host = normalize_host(parts.hostname or "")
-        except ValueError as exc:
-            raise _refused(f"Invalid host in URL ({exc}): {url}", original) from None
-        if not self.host_allowed(host):
-            raise _refused(
-                f"Domain not in allowlist: {host}. URL: {url} / Allowed domains: "
-                f"{', '.join(self.allowed_domains)}. Add the domain to RAG_ALLOWED_DOMAINS to crawl it.",
-                original)
-        if not self.allow_private:
-            literal = _ip_literal(host)
-            if literal is not None and is_blocked_address(literal):
-                raise _refused(self._private_message(host, [str(literal)], url), original)
-            if host == "localhost" or host.endswith(".localhost"):
-                raise _refused(self._private_message(host, ["loopback"], url), original)
-        if port is not None and port == (80 if scheme == "http" else 443):
-            port = None
-        netloc = f"[{host}]" if ":" in host else host
-        if port is not None:
-            netloc += f":{port}"
-        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-        query = quote(parts.query, safe="/?%:@!$&'()*+,;=-._~")
-        return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
-
-    @staticmethod
-    def _private_message(host: str, addresses: list[str], url: str) -> str:
-        return (
-            f"Refused {host} ({', '.join(addresses)}): private, loopback, link-local and cloud-metadata "
-            f"addresses are blocked to prevent SSRF. URL: {url}. Set RAG_ALLOW_PRIVATE_NETWORKS=true "
-            "only to crawl a trusted internal server.")
-
-    # -- address level
-
-    async def resolve(self, host: str, port: int | None = None) -> list[str]:
-        """Addresses of ``host`` (getaddrinfo in a worker thread), in resolver order, deduplicated."""
-        literal = _ip_literal(host)
-        if literal is not None:
-            return [str(literal)]
-        try:
-            infos = await asyncio.to_thread(socket.getaddrinfo, host, port or 80, 0, socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError, OSError) as exc:
-            raise _fetch_error(f"Could not resolve host {host!r} ({exc})", "network", host) from None
-        out: list[str] = []
-        for info in infos:
-            addr = str(info[4][0]).split("%", 1)[0]
-            if addr not in out:
-                out.append(addr)
-        if not out:
-            raise _fetch_error(f"Host {host!r} has no addresses", "network", host)
-        return out
-
-    def is_blocked_address(self, address: str) -> bool:
-        return is_blocked_address(address)
-
-    async def check_resolved(self, host: str, port: int | None = None) -> list[str]:
-        """Resolve ``host`` and return its addresses; CrawlRefused if any of them is private
-        (unless allow_private_networks). Connect only to the addresses returned."""
-        host = normalize_host(host)
-        addresses = await self.resolve(host, port)
-        if not self.allow_private:
-            blocked = [a for a in addresses if self.is_blocked_address(a)]
-            if blocked:
-                raise _refused(self._private_message(host, blocked, host), host)
-        return addresses
 
 
 # --------------------------------------------------------------------------- transport
@@ -639,6 +419,11 @@ class WebCrawler:
             except CrawlRefused as exc:  # raised by the pinned backend at connect time
                 prefix = "Redirect refused: " if hop else ""
                 raise _refused(prefix + exc.message, requested) from None
+            except httpx.InvalidURL as exc:
+                # httpx parses a redirect's Location before we see it: data:, javascript: and malformed
+                # targets end here, and they are refused like any other URL outside the policy.
+                raise _refused(f"Redirect refused: the redirect target is not an http(s) URL that may be "
+                               f"crawled ({exc}). URL: {current}", requested) from None
             except httpx.HTTPError as exc:
                 detail = str(exc) or type(exc).__name__
                 raise _fetch_error(f"Network error fetching {current}: {detail}", "network",
@@ -687,14 +472,23 @@ class WebCrawler:
             length = response.headers.get("content-length", "").strip()
             if length.isdigit() and int(length) > max_bytes and not truncate:
                 raise _too_large(max_bytes, requested)
+            encoding = response.headers.get("content-encoding", "")
+            try:
+                inflater = BoundedInflater(encoding, max_bytes)
+            except UnsupportedEncoding:
+                raise _fetch_error(f"Unsupported content encoding {encoding!r} (gzip and deflate are asked for). "
+                                   f"URL: {url}", "content_type", requested) from None
             body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    if truncate:
-                        del body[max_bytes:]
-                        break
-                    raise _too_large(max_bytes, requested)
+            try:
+                # Raw network bytes, decoded here under the bound: httpx inflates each chunk whole.
+                async for chunk in response.aiter_raw():
+                    body += inflater.feed(chunk)
+            except InflateLimitExceeded:
+                if not truncate:
+                    raise _too_large(max_bytes, requested) from None
+            except zlib.error as exc:
+                raise _fetch_error(f"The {encoding} body is corrupt ({exc}). URL: {url}", "network",
+                                   requested) from None
         data = bytes(body)
         if not content_type and not any_type:
             content_type = _sniff_type(data)
@@ -711,8 +505,9 @@ class WebCrawler:
 
         Raises CrawlRefused (policy or robots.txt), FetchError (timeout, HTTP status, size, content
         type, network) or LoaderError (no readable text). With validators, a 304 answer gives
-        ``CrawledPage(not_modified=True, document=None)``.
+        ``CrawledPage(not_modified=True, document=None)``. The URL is a start URL: its port is allowed.
         """
+        self.policy.check(url, start=True)
         async with self._use_session() as session:
             raw = await self._fetch_raw(session, url, etag=etag, last_modified=last_modified)
         return await self._to_page(raw)
@@ -744,6 +539,7 @@ class WebCrawler:
             regex = re.compile(pattern) if pattern else None
         except re.error as exc:
             raise InvalidInput(f"Invalid URL pattern {pattern!r}: {exc}") from None
+        self.policy.check(index_url, start=True)  # the links may use the index page's port
         async with self._use_session() as session:
             raw = await self._fetch_raw(session, index_url)
         if raw.content_type not in HTML_TYPES:

@@ -23,6 +23,8 @@ from urllib.parse import unquote, urlsplit
 import trafilatura
 
 from rag_core.errors import LoaderError
+from rag_core.limits import MAX_DOCUMENT_CHARS
+from rag_core.security.archives import check_office_zip
 
 
 @dataclass
@@ -146,12 +148,21 @@ def load_bytes(data: bytes, file_type: str, name: str = "", url: str | None = No
     if not doc.text or doc.text.isspace():
         raise LoaderError(f"{label} has no text; add content to the file or leave it out.",
                           details={"file": name or url or None, "file_type": ft})
+    _check_text_size(len(doc.text), label)
     if not doc.title:
         doc.title = stem
     return doc
 
 
 # ----------------------------------------------------------------- helpers
+
+
+def _check_text_size(chars: int, label: str) -> None:
+    """Refuse a document whose extracted text passes MAX_DOCUMENT_CHARS: every character gets embedded."""
+    if chars > MAX_DOCUMENT_CHARS:
+        raise LoaderError(f"{label} holds more than {MAX_DOCUMENT_CHARS} characters of text; the limit per "
+                          "document is that. Split it into smaller files.",
+                          details={"chars": chars, "limit": MAX_DOCUMENT_CHARS})
 
 
 def _stem(name: str, url: str | None) -> str:
@@ -469,6 +480,7 @@ def _load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
+    check_office_zip(data, "DOCX")
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:
@@ -565,6 +577,7 @@ def _render_rows(rows: Iterable[Iterable[Any]]) -> tuple[list[str], int]:
     headers: list[str] | None = None
     lines: list[str] = []
     count = 0
+    chars = 0
     for raw in rows:
         values = [_cell_text(v) for v in raw]
         if not any(values):
@@ -579,6 +592,8 @@ def _render_rows(rows: Iterable[Iterable[Any]]) -> tuple[list[str], int]:
                 parts.append(f"{header}: {value}")
         lines.append("; ".join(parts))
         count += 1
+        chars += len(lines[-1]) + 1
+        _check_text_size(chars, "The table")  # streamed rows: stop before a huge sheet is all in memory
     if headers is not None and not lines:
         lines.append("; ".join(h for h in headers if h))  # a header-only table still has text
     return lines, count
@@ -587,6 +602,7 @@ def _render_rows(rows: Iterable[Iterable[Any]]) -> tuple[list[str], int]:
 def _load_xlsx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     import openpyxl
 
+    check_office_zip(data, "XLSX")
     try:
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:

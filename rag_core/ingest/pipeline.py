@@ -117,6 +117,20 @@ def _matches(rel: str, name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
 
 
+def _utf8_path(path: Path) -> bool:
+    """Whether the path's bytes on disk are UTF-8 (Python keeps other bytes as surrogate escapes)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: Path) -> str:
+    """The path as printable text: bytes that are not UTF-8 appear as \\xNN escapes."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
 def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
                    ) -> tuple[list[Path], list[SourceOutcome]]:
     """Files under the given paths (recursive), filtered by glob patterns; problems as outcomes."""
@@ -126,7 +140,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
     for raw in paths:
         root = Path(raw).expanduser()
         if not root.exists():
-            problems.append(SourceOutcome(str(raw), "failed", reason="path does not exist"))
+            problems.append(SourceOutcome(shown_path(Path(raw)), "failed", reason="path does not exist"))
             continue
         root = root.resolve()
         if root.is_file():
@@ -148,6 +162,14 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
             if full in seen:
                 continue
             seen.add(full)
+            if not _utf8_path(full):
+                # Such a name cannot be stored (PostgreSQL text is UTF-8) nor printed; one of them used
+                # to end the whole run with a traceback.
+                problems.append(SourceOutcome(
+                    shown_path(full), "failed",
+                    reason="the file name is not valid UTF-8 (it was written in another encoding); rename it, "
+                           "e.g. with `convmv -f cp1251 -t utf-8 --notest FILE`"))
+                continue
             if full.suffix.lower() not in SUPPORTED_TYPES:
                 status = "failed" if root.is_file() else "skipped"
                 problems.append(SourceOutcome(

@@ -93,7 +93,8 @@ def ingest_url(db: Database, embedder: EmbedderSource, settings: RagSettings, ur
     """Fetch and ingest one page; a refused URL raises CrawlRefused, a failed fetch is a report error."""
     started = time.perf_counter()
     crawler = WebCrawler(settings)
-    normalized = crawler.policy.check(url)  # CrawlRefused reaches the caller with its message unchanged
+    # CrawlRefused reaches the caller with its message unchanged; the page's own port is allowed.
+    normalized = crawler.policy.check(url, start=True)
     known = store.web_versions(db, site_id, [normalized])
     results = run(_fetch(crawler, [normalized], _validators(known, settings), progress))
     report = _ingest_results(db, embedder, settings, results, site_id, progress)
@@ -107,7 +108,7 @@ def ingest_index(db: Database, embedder: EmbedderSource, settings: RagSettings, 
     """Read an index page (depth 1), keep the links matching ``pattern`` and ingest them."""
     started = time.perf_counter()
     crawler = WebCrawler(settings)
-    index_url = crawler.policy.check(index_url)
+    index_url = crawler.policy.check(index_url, start=True)
 
     async def crawl() -> tuple[list[str], list[PageError], list[CrawledPage | PageError]]:
         async with crawler:

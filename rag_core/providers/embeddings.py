@@ -12,6 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from rag_core.errors import ConfigError
+from rag_core.limits import MAX_EMBED_INPUT_CHARS
 from rag_core.settings import RagSettings
 
 
@@ -23,6 +24,13 @@ def _normalise(matrix: np.ndarray) -> list[list[float]]:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).tolist()
+
+
+def clip(texts: list[str]) -> list[str]:
+    """Each text cut to MAX_EMBED_INPUT_CHARS: a backstop for callers that skipped the caps, since the
+    packaged model needs about 4 KB of memory per character (a 10 MB query grew a server to 23 GB).
+    Models with a token limit (sentence-transformers) cut further by themselves."""
+    return [t if len(t) <= MAX_EMBED_INPUT_CHARS else t[:MAX_EMBED_INPUT_CHARS] for t in texts]
 
 
 class _BatchEmbedding(BaseEmbedding):
@@ -71,11 +79,11 @@ class UseMultilingualEmbedding(_BatchEmbedding):
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return _normalise(self._encoder().encode(list(texts)))
+        return _normalise(self._encoder().encode(clip(list(texts))))
 
     def _get_query_embedding(self, query: str) -> list[float]:
         self._encoder()
-        return _normalise(self._query_model.encode([query]))[0]
+        return _normalise(self._query_model.encode(clip([query])))[0]
 
 
 def _single_thread_view(model: Any) -> Any:
@@ -122,7 +130,7 @@ class SentenceTransformerEmbedding(_BatchEmbedding):
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._encoder().encode(list(texts), batch_size=32, normalize_embeddings=True,
+        vectors = self._encoder().encode(clip(list(texts)), batch_size=32, normalize_embeddings=True,
                                          convert_to_numpy=True, show_progress_bar=False)
         return _normalise(vectors)
 
@@ -150,7 +158,7 @@ class OpenAICompatibleEmbedding(_BatchEmbedding):
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        response = self._api().embeddings.create(model=self.model_name, input=list(texts))
+        response = self._api().embeddings.create(model=self.model_name, input=clip(list(texts)))
         ordered = sorted(response.data, key=lambda item: item.index)
         return _normalise(np.array([item.embedding for item in ordered]))
 

@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from rag_core.errors import InvalidQuery
+from rag_core.limits import MAX_QUERY_CHARS
 
 MODES = ("hybrid", "semantic", "fulltext")
 # The document types the loaders produce (rag_core.ingest.loaders); the spec names pdf, docx, xlsx, txt.
 DOCUMENT_TYPES = ("pdf", "docx", "xlsx", "txt", "md", "csv", "html")
 _TYPE_ALIASES = {"markdown": "md", "htm": "html", "text": "txt"}
-MAX_QUERY_CHARS = 500
 LIMIT_RANGE = (1, 50)
 MAX_CHUNKS_RANGE = (1, 10)
 MAX_SOURCE_CHARS = 1000

@@ -486,3 +486,29 @@ def test_stdio_server_lists_searches_and_exits_cleanly(wb, mcp_site, pg_url, tmp
     assert exit_file.read_text().strip() == "0", err_file.read_text()[-2000:]
     assert "Traceback" not in err_file.read_text()
 
+
+
+# ----- tenants -----
+
+def test_a_chat_turn_cannot_reach_another_sites_session(server, wb, mcp_site) -> None:
+    """The tools take a site: a session of another site is refused by the turn's own insert, and an id
+    with whitespace is refused instead of being stripped into that session."""
+    from rag_core.chat import sessions
+
+    other_site = f"t-mcp-other-{uuid.uuid4().hex[:6]}"
+    sid = f"mcp-b-{uuid.uuid4().hex[:8]}"
+    sessions.append_message(wb.db, sid, "user", "Site B's private question", site_id=other_site)
+    try:
+        before = wb.chat_history(sid)
+        for tool in ("rag_chat_turn", "rag_chat_prepare"):
+            refused = error_of(call(server, tool, {"message": "Show the history", "session_id": sid,
+                                                   "site_id": mcp_site}))
+            assert refused["code"] == "UNAUTHORIZED" and "belongs to another site" in refused["message"]
+            for disguise in (f" {sid}", f"{sid}\n", f"{sid}\t"):
+                invalid = error_of(call(server, tool, {"message": "Show the history", "session_id": disguise,
+                                                       "site_id": mcp_site}))
+                assert invalid["code"] == "INVALID_INPUT" and invalid["details"]["field"] == "session_id"
+        assert error_of(call(server, "rag_chat_history", {"session_id": f" {sid}"}))["code"] == "INVALID_INPUT"
+        assert wb.chat_history(sid) == before
+    finally:
+        wb.chat_reset(sid)

@@ -169,3 +169,63 @@ def test_rag_serve_refuses_a_public_address_without_keys(cli_env, monkeypatch):
     result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8999"])
     assert result.exit_code == 1
     assert "Refusing to listen on 0.0.0.0 with no API key configured" in result.output
+
+
+@pytest.mark.parametrize("disguise", [" {sid}", "{sid} ", "\t{sid}", "{sid}\n", "{sid}\t"])
+def test_a_disguised_session_id_is_refused_and_site_b_stays_untouched(client, wb, disguise):
+    """Key A once read and wrote site B's chat by sending B's session id with a leading space: the
+    ownership check saw no such session, then the turn stripped the id and used B's."""
+    sid = f"sess-b-{uuid.uuid4().hex[:8]}"
+    wb.chat_append(sid, "user", "Site B's confidential question")
+    with wb.db.connection() as conn:
+        conn.execute("UPDATE chat_sessions SET site_id = %s WHERE id = %s", (SITE_B, sid))
+    try:
+        before = wb.chat_history(sid)
+        for body in ({"message": "Show me the history", "session_id": disguise.format(sid=sid), "site_id": SITE_A},
+                     {"message": "Show me the history", "session_id": disguise.format(sid=sid)}):
+            response = client.post("/chat", json=body, headers=auth(KEY_A))
+            assert response.status_code == 400, response.text
+            error = response.json()["error"]
+            assert error["code"] == "INVALID_INPUT" and error["details"][0]["field"] == "session_id"
+            assert "Site B" not in response.text
+        # The exact id: refused like a session that does not exist.
+        exact = client.post("/chat", json={"message": "Show me the history", "session_id": sid}, headers=auth(KEY_A))
+        assert exact.status_code == 401
+        assert wb.chat_history(sid) == before
+    finally:
+        wb.chat_reset(sid)
+
+
+def test_another_sites_chat_memory_session_cannot_be_claimed(client, wb):
+    """Chat-memory session ids derive from site and user, so key A could compute site B's and create it
+    first; such ids are written only through /chat-messages."""
+    from rag_core.chat.sessions import external_session_id
+
+    sid = external_session_id("u-77", SITE_B)
+    response = client.post("/chat", json={"message": "hello", "session_id": sid}, headers=auth(KEY_A))
+    assert response.status_code == 400 and "chat-memory" in response.json()["error"]["message"]
+    assert wb.get_session(sid) is None
+    stored = client.post("/chat-messages", json={"user_id": "u-77", "site_id": SITE_B, "role": "user",
+                                                 "message": "mine"}, headers=auth(KEY_B))
+    assert stored.status_code == 201 and stored.json()["session_id"] == sid
+    wb.chat_reset(sid)
+
+
+@pytest.mark.parametrize("field,value", [("user_id", " u-1"), ("user_id", "u-1\n"), ("site_id", f"{SITE_A}\t")])
+def test_ids_in_chat_memory_bodies_follow_the_one_pattern(client, field, value):
+    body = {"user_id": "u-1", "site_id": SITE_A, "role": "user", "message": "hi", field: value}
+    response = client.post("/chat-messages", json=body, headers=auth(KEY_A))
+    assert response.status_code == 400 and response.json()["error"]["details"][0]["field"] == field
+    query = client.get("/sessions", params={"site_id": f" {SITE_A}"}, headers=auth(KEY_A))
+    assert query.status_code == 400
+
+
+@pytest.mark.parametrize("name", ["api_key", "API_KEY", "apikey", "token"])
+def test_a_key_in_the_query_string_is_refused(client, name):
+    response = client.post("/search", params={name: KEY_A}, json={"query": "fire", "site_id": SITE_A})
+    assert response.status_code == 401
+    assert "URL" in response.json()["error"]["message"] and KEY_A not in response.text
+    # Refused even next to a valid header: the key in the URL is already in some log and must be replaced.
+    both = client.post("/search", params={name: KEY_A}, json={"query": "fire", "site_id": SITE_A},
+                       headers=auth(KEY_A))
+    assert both.status_code == 401

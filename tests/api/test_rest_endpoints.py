@@ -15,6 +15,16 @@ def test_health_needs_no_key(client):
     response = client.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+    ready = client.get("/health/ready")  # readiness touches the database
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "database": "ok"}
+
+
+def test_searching_a_site_with_nothing_indexed_is_a_client_error(client):
+    """An empty site is the caller's condition (ingest first), not the server's: a 4xx, not 503."""
+    response = client.post("/search", json={"query": "fire", "site_id": f"t-api-empty-{uuid.uuid4().hex[:6]}"},
+                           headers=auth(ADMIN))
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "INDEX_UNAVAILABLE"
 
 
 def test_document_created_replaced_and_deleted(client, wb):
@@ -188,3 +198,45 @@ def test_crawl_refused_by_policy_is_a_clear_error(client):
                            headers={**auth(KEY_A), "Accept": "application/x-ndjson"})
     last = json.loads(streamed.text.strip().splitlines()[-1])
     assert last["event"] == "error" and last["error"]["code"] == "CRAWL_REFUSED"
+
+
+def test_crawl_errors_tell_callers_one_status_and_generic_reasons(make_client, wb, page_server, caplog):
+    """Refusals before and after DNS get the same 403, and no caller learns resolved addresses, resolver
+    errors or the allowlist; the server log keeps the details."""
+    import socket as sockets
+
+    own_name = sockets.gethostname()  # resolves to this machine: a private or loopback address
+    web = wb.variant(allowed_domains=["127.0.0.1", own_name, "nothing.invalid", "secret-intranet.example"],
+                     allow_private_networks=False, crawl_delay_sec=0.0, crawl_timeout_sec=2.0)
+    client = make_client(workbench=web)
+    site = f"t-api-web-{uuid.uuid4().hex[:6]}"
+    before_dns = client.post("/pages", json={"url": "http://not-allowed.example/", "site_id": site},
+                             headers=auth(ADMIN))
+    page = f"http://{own_name}:{page_server.server_address[1]}/articles/a1.html"
+    after_dns = client.post("/pages", json={"url": page, "site_id": site}, headers=auth(ADMIN))
+    assert before_dns.status_code == after_dns.status_code == 403
+    assert before_dns.json()["error"] == after_dns.json()["error"]
+    # An unresolvable host: robots.txt cannot be fetched (a refusal), or without robots the page (a report error).
+    unresolvable = client.post("/pages", json={"url": "http://nothing.invalid/", "site_id": site}, headers=auth(ADMIN))
+    assert unresolvable.status_code == 403 and unresolvable.json()["error"]["details"] == {"reason": "robots"}
+    no_robots = make_client(workbench=web.variant(crawl_respect_robots=False))
+    fetched = no_robots.post("/pages", json={"url": "http://nothing.invalid/", "site_id": site}, headers=auth(ADMIN))
+    assert fetched.status_code == 200 and fetched.json()["errors"][0]["reason"] == "network"
+    assert fetched.json()["errors"][0]["message"] == \
+        "The page could not be fetched: the host could not be resolved or reached."
+    leaks = ("127.0.0.", "secret-intranet", "Name or service", "gaierror", "resolve host", "Allowed domains")
+    for response in (before_dns, after_dns, unresolvable, fetched):
+        assert not any(leak in response.text for leak in leaks), response.text
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "secret-intranet.example" in logged and "nothing.invalid" in logged
+
+
+def test_redirects_to_data_urls_are_refused_cleanly(make_client, wb, page_server):
+    from crawl_server import Route
+
+    page_server.state.routes["/to-data"] = Route(status=302, headers={"Location": "data:text/html,<b>hi</b>"})
+    web = wb.variant(allowed_domains=["127.0.0.1"], allow_private_networks=True, crawl_delay_sec=0.0)
+    client = make_client(workbench=web, raise_server_exceptions=False)
+    response = client.post("/pages", json={"url": f"{base_url(page_server)}/to-data", "site_id": SITE_A},
+                           headers=auth(ADMIN))
+    assert response.status_code == 403 and response.json()["error"]["code"] == "CRAWL_REFUSED"

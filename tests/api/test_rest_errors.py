@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
+import time
+
 import psycopg
 import pytest
+import uvicorn
 
 from rest_keys import ADMIN, KEY_A, SITE_A, auth
 
@@ -125,3 +131,56 @@ def test_a_database_failure_is_database_error(make_client, wb):
     error = error_of(client.post("/search", json={"query": "fire", "site_id": SITE_A}, headers=auth(KEY_A)),
                      503, "DATABASE_ERROR")
     assert "PostgreSQL" in error["message"] and "connection refused" not in error["message"]
+
+
+def _request(sock: socket.socket, method: str, path: str, headers: dict[str, str],
+             body: bytes = b"") -> tuple[int, bytes]:
+    """One HTTP/1.1 request on an open keep-alive connection; (status, body), or (0, b"") if the server hung up."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": "test", "Content-Length": str(len(body)), **headers}.items())
+    sock.sendall(f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode() + body)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return 0, b""
+            data += chunk
+        header, _, rest = data.partition(b"\r\n\r\n")
+        lines = header.decode("latin-1").split("\r\n")
+        length = int(next(line.split(":", 1)[1] for line in lines if line.lower().startswith("content-length")))
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return 0, b""
+            rest += chunk
+    except ConnectionResetError:
+        return 0, b""
+    return int(lines[0].split()[1]), rest[:length]
+
+
+def test_after_a_500_the_next_request_on_the_same_connection_works(make_client, wb):
+    """A real uvicorn and a raw keep-alive client: Starlette's outermost error handler re-raised after
+    answering, and uvicorn then reset the connection, so the client's next request failed too."""
+    app = make_client(workbench=Exploding(wb, KeyError("bug")), raise_server_exceptions=False).app
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        body = json.dumps({"query": "fire", "site_id": SITE_A}).encode()
+        headers = {**auth(KEY_A), "Content-Type": "application/json"}
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            status, text = _request(sock, "POST", "/search", headers, body)
+            assert status == 500 and json.loads(text)["error"]["code"] == "INTERNAL"
+            assert _request(sock, "GET", "/health", {})[0] == 200
+            assert _request(sock, "POST", "/search", headers, body)[0] == 500
+            assert _request(sock, "GET", "/status", auth(KEY_A))[0] == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -263,3 +263,32 @@ def test_chat_streams_from_an_openai_compatible_server(empty_db_url, monkeypatch
         assert reply.markdown[0].value.startswith("Answer to:") and "[1]" in reply.markdown[0].value
         assert reply.expander[0].label == "Sources (1)"
         assert any(body.get("stream") for body in server.requests)  # the answer came as a stream
+
+
+def test_switching_site_starts_a_new_conversation_instead_of_writing_into_the_other_sites(app_wb, app_site) -> None:
+    """The open conversation belongs to the site it was started in: after the site picker moves to
+    another site, the next question starts a conversation there; the first site's stays as it was."""
+    other = f"{app_site}-b"
+    for site in (app_site, other):
+        app_wb.ingest_text("guide/hybrid.md", "Hybrid search fuses full-text BM25 ranks with dense vector ranks.",
+                           site_id=site, file_type="md")
+    try:
+        at = open_app(app_site)
+        at.chat_input[0].set_value("What does hybrid search fuse?").run()
+        assert_clean(at)
+        first = at.session_state["chat_session"]
+        at.session_state["site"] = other
+        at.run()
+        at.chat_input[0].set_value("Tell me more about the ranks.").run()
+        assert_clean(at)
+        second = at.session_state["chat_session"]
+        assert second != first
+        assert [m["content"] for m in app_wb.chat_history(first)][0] == "What does hybrid search fuse?"
+        assert len(app_wb.chat_history(first)) == 2
+        assert app_wb.get_session(second)["site_id"] == other
+        assert app_wb.chat_history(second)[0]["content"] == "Tell me more about the ranks."
+    finally:
+        with app_wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = %s", (other,))
+            conn.execute("DELETE FROM chat_sessions WHERE site_id = %s", (other,))
+        app_wb._after_write()

@@ -36,6 +36,11 @@ def make_settings(**overrides: Any) -> RagSettings:
     return RagSettings(_env_file=None, **values)
 
 
+def served(srv: Any) -> list[str]:
+    """An allowlist entry for the test server's own port: fetch_many's URLs are links, not start URLs."""
+    return [f"127.0.0.1:{srv.server_address[1]}"]
+
+
 def refused(fn: Callable[[], Any]) -> CrawlRefused:
     with pytest.raises(CrawlRefused) as info:
         fn()
@@ -94,7 +99,7 @@ def test_host_normalisation_and_idna() -> None:
     assert policy.allowed_domains == ("xn--bcher-kva.de", "example.org")
     assert policy.check("http://BÜCHER.de/ä?q=ü#frag") == "http://xn--bcher-kva.de/%C3%A4?q=%C3%BC"
     assert policy.check("http://xn--bcher-kva.de:80/") == "http://xn--bcher-kva.de/"
-    assert policy.check("https://www.example.org:8443") == "https://www.example.org:8443/"
+    assert policy.check("https://www.example.org:8443", start=True) == "https://www.example.org:8443/"
     assert normalize_host("WWW.Example.ORG.") == "www.example.org"
     with pytest.raises(ValueError):
         normalize_host("exa mple.org")
@@ -325,7 +330,7 @@ def test_robots_missing_allows_and_5xx_disallows(srv: Any) -> None:
 def test_robots_crawl_delay_honoured(srv: Any) -> None:
     srv.state.robots_body = "User-agent: *\nCrawl-delay: 0.5\nDisallow: /private/\n"
     base = base_url(srv)
-    crawler = WebCrawler(make_settings(crawl_delay_sec=0.01))
+    crawler = WebCrawler(make_settings(crawl_delay_sec=0.01, allowed_domains=served(srv)))
     asyncio.run(crawler.fetch_many([f"{base}/articles/a1.html", f"{base}/articles/a2.html"]))
     starts = [r["start"] for r in srv.state.records if r["path"].startswith("/articles/")]
     assert len(starts) == 2 and abs(starts[1] - starts[0]) >= 0.5 - 0.03
@@ -339,7 +344,8 @@ def test_ac15_fetch_many_isolates_errors(srv: Any) -> None:
     paths = ["/articles/a1.html", "/missing", "/slow.html", "/file.bin", "/big.html",
              "/redirect/forbidden", "/private/secret.html", "/articles/a2.html"]
     seen: list[Any] = []
-    results = asyncio.run(WebCrawler(make_settings()).fetch_many([base + p for p in paths], on_result=seen.append))
+    results = asyncio.run(WebCrawler(make_settings(allowed_domains=served(srv))).fetch_many(
+        [base + p for p in paths], on_result=seen.append))
     kinds = [r.reason if isinstance(r, PageError) else "ok" for r in results]
     assert kinds == ["ok", "http_status", "timeout", "content_type", "too_large", "refused", "robots", "ok"]
     assert [r.url for r in results] == [base + p for p in paths]
@@ -356,7 +362,7 @@ def test_fetch_many_async_callback_and_bad_urls(srv: Any) -> None:
         calls.append(result.url)
         raise RuntimeError("a broken progress callback must not stop the crawl")
 
-    results = asyncio.run(WebCrawler(make_settings()).fetch_many(
+    results = asyncio.run(WebCrawler(make_settings(allowed_domains=served(srv))).fetch_many(
         [f"{base}/articles/a1.html", "ftp://127.0.0.1/x", f"{base}/articles/a1.html"], on_result=on_result))
     assert [type(r) for r in results] == [CrawledPage, PageError]  # duplicate fetched once
     assert results[1].reason == "refused" and len(calls) == 2
@@ -365,7 +371,7 @@ def test_fetch_many_async_callback_and_bad_urls(srv: Any) -> None:
 def test_ac35_crawl_delay_between_requests(srv: Any) -> None:
     delay = 0.2
     base = base_url(srv)
-    crawler = WebCrawler(make_settings(crawl_delay_sec=delay, crawl_concurrency=5))
+    crawler = WebCrawler(make_settings(crawl_delay_sec=delay, crawl_concurrency=5, allowed_domains=served(srv)))
     results = asyncio.run(crawler.fetch_many([f"{base}/articles/a{i}.html" for i in range(1, 5)]))
     assert all(isinstance(r, CrawledPage) for r in results)
     starts = sorted(r["start"] for r in srv.state.records)  # robots.txt + 4 pages, one host
@@ -376,7 +382,7 @@ def test_ac35_crawl_delay_between_requests(srv: Any) -> None:
 
 def test_concurrency_never_exceeds_setting(srv: Any) -> None:
     base = base_url(srv)
-    crawler = WebCrawler(make_settings(crawl_concurrency=2, crawl_respect_robots=False))
+    crawler = WebCrawler(make_settings(crawl_concurrency=2, crawl_respect_robots=False, allowed_domains=served(srv)))
     results = asyncio.run(crawler.fetch_many([f"{base}/conc/{i}" for i in range(6)]))
     assert all(isinstance(r, CrawledPage) for r in results)
     assert srv.state.max_inflight == 2  # parallel, but never more than the setting

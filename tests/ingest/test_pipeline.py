@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -281,3 +282,25 @@ def test_bulk_load_rebuilds_vector_index_once(wb, site, monkeypatch) -> None:
     monkeypatch.setattr(vector_index, "BULK_MIN_SOURCES", 1000)
     wb.ingest_text("api/small", "One more.", site_id=site)
     assert calls == ["drop"]
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_as_failed_and_the_rest_goes_in(wb, site, pg_url,
+                                                                                 tmp_path: Path) -> None:
+    """`rag ingest` on a folder holding a Latin-1 file name: that file is reported, the others are stored
+    (one such name used to end the whole run with a traceback before anything went in)."""
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nThis file has a plain UTF-8 name.\n", encoding="utf-8")
+    bad = os.path.join(os.fsencode(root), b"caf\xe9-menu.md")  # real bytes on disk, not valid UTF-8
+    with open(bad, "wb") as handle:
+        handle.write(b"# Menu\n\nCoffee and croissants.\n")
+    env = {**os.environ, "DATABASE_URL": pg_url, "RAG_DATA_DIR": str(tmp_path / "data")}
+    run = subprocess.run([str(Path(sys.executable).with_name("rag")), "ingest", str(root), "--site", site, "--json"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["indexed"] == 1 and summary["failed"] == 1
+    failed = summary["errors"][0]
+    assert failed["source"].endswith("caf\\xe9-menu.md") and "not valid UTF-8" in failed["reason"]
+    assert [d["source"] for d in wb.documents(site_id=site)] == [(root / "good.md").resolve().as_posix()]

@@ -295,3 +295,43 @@ def test_cli_refusals_exit_1_with_the_policy_message(cli_env, site, srv, monkeyp
         assert "Set RAG_ALLOWED_DOMAINS to the domains you want to crawl" in flat(empty.output)
     assert srv.state.records == []
 
+
+
+def test_links_and_redirects_to_another_port_of_an_allowed_host_are_refused(web_wb, site, srv) -> None:
+    """With 127.0.0.1 allowlisted, an index page's links and redirects to another port of that host were
+    followed and stored (a crawl could probe internal services). Only the start URL's port, 80 and 443
+    are crawled, unless a `host:port` entry names another."""
+    with serve() as other:
+        inner = base_url(other)
+        other.state.routes["/secret.html"] = Route(article_html("INTERNALSERVICE"))
+        srv.state.routes["/ports/index.html"] = Route(
+            f"<html><body><a href='{inner}/secret.html'>internal</a><a href='/ports/to-inner'>hop</a>"
+            "<a href='/ports/own.html'>own</a></body></html>".encode())
+        srv.state.routes["/ports/to-inner"] = Route(status=302, headers={"Location": f"{inner}/secret.html"})
+        srv.state.routes["/ports/own.html"] = Route(article_html("own"))
+        report = web_wb.ingest_index(f"{base_url(srv)}/ports/index.html", site_id=site)
+        assert report.pages_ingested == 1
+        reasons = {e["url"]: (e["reason"], e["message"]) for e in report.errors}
+        assert reasons[f"{inner}/secret.html"][0] == "refused"
+        assert f"Port {other.server_address[1]} of 127.0.0.1 is not allowed" in reasons[f"{inner}/secret.html"][1]
+        assert "Redirect refused" in reasons[f"{base_url(srv)}/ports/to-inner"][1]
+        assert other.state.records == []  # not one request reached the other port
+        assert all("INTERNALSERVICE" not in r["content"] for r in rows(web_wb, site).values())
+
+        allowed = web_wb.variant(allowed_domains=[f"127.0.0.1:{other.server_address[1]}", "127.0.0.1"])
+        opened = allowed.ingest_index(f"{base_url(srv)}/ports/index.html", site_id=site)
+        assert opened.pages_ingested == 3 and not opened.errors
+
+
+def test_cli_refuses_odd_numeric_hosts_and_data_redirects_without_a_traceback(cli_env, site, srv,
+                                                                               monkeypatch) -> None:
+    monkeypatch.setenv("RAG_ALLOWED_DOMAINS", "127.0.0.1,0177.0.0.1,0x7f.1")
+    monkeypatch.setenv("RAG_ALLOW_PRIVATE_NETWORKS", "true")
+    for url in ("http://0177.0.0.1/", "http://0x7f.1/x"):
+        result = runner.invoke(app, ["add", url, "--site", site])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "four decimal numbers" in flat(result.output)
+    srv.state.routes["/to-data"] = Route(status=302, headers={"Location": "data:text/html,<b>owned</b>"})
+    redirected = runner.invoke(app, ["add", f"{base_url(srv)}/to-data", "--site", site])
+    assert redirected.exit_code == 1 and "Traceback" not in redirected.output, redirected.output
+    assert "Redirect refused" in flat(redirected.output)

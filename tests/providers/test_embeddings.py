@@ -41,3 +41,16 @@ def test_a_cold_burst_of_queries_builds_the_tokenizer_once_and_agrees(monkeypatc
     assert np.allclose(vectors[0], vectors[3]) and np.allclose(vectors[0], vectors[-1])
     assert not np.allclose(vectors[0], vectors[1])
     assert float(np.array(vectors[0]) @ np.array(vectors[2])) > float(np.array(vectors[0]) @ np.array(vectors[1]))
+
+
+def test_an_overlong_text_is_cut_to_the_embedders_input_cap() -> None:
+    """A backstop behind the callers' caps: the packaged model needs ~4 KB per character, and a 10 MB
+    query grew a server to 23 GB. Past the cap the vector is the one of the text's first part."""
+    from rag_core.limits import MAX_EMBED_INPUT_CHARS
+
+    embedder = UseMultilingualEmbedding(model_name="use-multilingual-v3", threads=1)
+    head = ("Fire alarms must be tested every month by a qualified person. " * 400)[:MAX_EMBED_INPUT_CHARS]
+    tail = "Совершенно другая тема: рецепты пирогов и выпечки. " * 1000
+    cut = np.array(embedder.get_query_embedding(head))
+    assert float(np.array(embedder.get_query_embedding(head + tail)) @ cut) > 1 - 1e-5
+    assert float(np.array(embedder.get_text_embedding_batch([head + tail])[0]) @ cut) > 1 - 1e-5

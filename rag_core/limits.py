@@ -1,0 +1,42 @@
+"""Every size cap of the workbench in one place: what a caller may send and what may get embedded.
+
+A text that reaches an embedder costs memory in proportion to its length (about 4 KB per character
+for the packaged model), so each surface (REST, MCP, CLI, app, Workbench) refuses texts over these
+caps with a message naming the limit, and the embedders cut their input as a last line of defence.
+"""
+
+from __future__ import annotations
+
+from rag_core.errors import InvalidInput
+
+# ----- texts -----
+MAX_QUERY_CHARS = 500            # a search query
+MAX_MESSAGE_CHARS = 8_000        # a chat message, a stored chat-memory message, a context query
+MAX_ANSWER_CHARS = 100_000       # a stored assistant answer (a model's, or one a client sends): never embedded
+MAX_DOCUMENT_CHARS = 5_000_000   # one document's text: sent as text or extracted from a file
+MAX_ID_CHARS = 200               # a session, user or site id
+# What an embedder reads of one text, as a last line of defence behind the caps above: the largest
+# chunk RAG_CHUNK_SIZE allows, so no stored chunk is ever cut.
+MAX_EMBED_INPUT_CHARS = 20_000
+
+# ----- request bodies (bytes) -----
+MAX_REQUEST_BYTES = 1_000_000    # every JSON body but a document's: room for a 100,000-character answer, escaped
+# A document's body: its text at up to four UTF-8 bytes a character, plus room for the other fields.
+MAX_DOCUMENT_REQUEST_BYTES = 4 * MAX_DOCUMENT_CHARS + 64_000
+
+# ----- compressed input -----
+# Office files (docx, xlsx) are zip archives: their declared sizes are checked before anything is
+# inflated (Python's zipfile never returns more than a member declares).
+ARCHIVE_MAX_MEMBERS = 10_000
+ARCHIVE_MAX_MEMBER_BYTES = 100_000_000
+ARCHIVE_MAX_TOTAL_BYTES = 200_000_000
+# Office XML compresses about 5-20 fold; a member over 1 MB that shrank more than 100 fold is a bomb.
+ARCHIVE_MAX_RATIO = 100
+ARCHIVE_RATIO_FLOOR_BYTES = 1_000_000
+
+
+def check_text_length(text: str | None, limit: int, field: str) -> None:
+    """Refuse a text longer than `limit` characters with InvalidInput naming the field and the cap."""
+    if text is not None and len(text) > limit:
+        raise InvalidInput(f"{field} is {len(text)} characters; the limit is {limit}. Shorten it.",
+                           details={"field": field, "length": len(text), "limit": limit})

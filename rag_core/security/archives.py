@@ -1,0 +1,115 @@
+"""Compressed input under a bound: Office zip files checked before they are opened, HTTP bodies
+inflated piece by piece.
+
+A 1 MB .docx can hold 1 GiB of XML, and a gzip body of a few kilobytes can inflate to gigabytes.
+Office files are refused on their declared sizes and compression ratios before any library
+parses them (Python's zipfile never returns more than a member declares, so the declared sizes
+bound what can come out); HTTP bodies are inflated with an output bound per step, so memory stays
+near the caller's byte cap however small the network chunks are.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+
+from rag_core.errors import LoaderError
+from rag_core.limits import (
+    ARCHIVE_MAX_MEMBER_BYTES, ARCHIVE_MAX_MEMBERS, ARCHIVE_MAX_RATIO, ARCHIVE_MAX_TOTAL_BYTES,
+    ARCHIVE_RATIO_FLOOR_BYTES,
+)
+
+
+def _bomb(message: str, **details: object) -> LoaderError:
+    return LoaderError(f"{message} It looks like a zip bomb, so it was not opened; if the file is genuine, "
+                       "split it into smaller files.", details={"reason": "archive_limits", **details})
+
+
+def check_office_zip(data: bytes, kind: str) -> None:
+    """Refuse a docx/xlsx whose zip members declare too much content or compress implausibly well.
+
+    A file that is not a zip at all passes: the format's own loader reports it as corrupt.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError):
+        return
+    if len(members) > ARCHIVE_MAX_MEMBERS:
+        raise _bomb(f"The {kind} file holds {len(members)} parts; at most {ARCHIVE_MAX_MEMBERS} are read.",
+                    members=len(members))
+    total = 0
+    for member in members:
+        size = member.file_size
+        total += size
+        if size > ARCHIVE_MAX_MEMBER_BYTES:
+            raise _bomb(f"The {kind} part {member.filename} unpacks to {size} bytes; the limit is "
+                        f"{ARCHIVE_MAX_MEMBER_BYTES}.", member=member.filename, size=size)
+        ratio = size / max(member.compress_size, 1)
+        if size > ARCHIVE_RATIO_FLOOR_BYTES and ratio > ARCHIVE_MAX_RATIO:
+            raise _bomb(f"The {kind} part {member.filename} unpacks {ratio:.0f} times larger than it is stored "
+                        f"({size} bytes); documents compress at most about {ARCHIVE_MAX_RATIO} times.",
+                        member=member.filename, size=size, ratio=round(ratio))
+    if total > ARCHIVE_MAX_TOTAL_BYTES:
+        raise _bomb(f"The {kind} file unpacks to {total} bytes; the limit is {ARCHIVE_MAX_TOTAL_BYTES}.", size=total)
+
+
+class InflateLimitExceeded(Exception):
+    """The inflated body passed the byte limit."""
+
+
+class UnsupportedEncoding(Exception):
+    """A Content-Encoding other than identity, gzip and deflate (the only ones the crawler asks for)."""
+
+
+class BoundedInflater:
+    """Decodes an HTTP body of one Content-Encoding, never producing more than `limit` bytes in all.
+
+    Each network chunk is inflated in steps whose output is capped by what the limit still allows,
+    so a chunk that would inflate to gigabytes costs at most `limit` bytes before it is refused.
+    """
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        encoding = (encoding or "identity").strip().lower()
+        self.limit = limit
+        self.total = 0
+        self._raw_deflate_tried = False
+        if encoding in ("", "identity"):
+            self._inflater = None
+        elif encoding in ("gzip", "x-gzip"):
+            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._inflater = zlib.decompressobj(zlib.MAX_WBITS)
+        else:
+            raise UnsupportedEncoding(encoding)
+        self._encoding = encoding
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The decoded bytes of one network chunk; raises InflateLimitExceeded past the limit."""
+        if self._inflater is None:
+            return self._count(chunk)
+        out = bytearray()
+        pending = chunk
+        while pending:
+            room = self.limit - self.total - len(out) + 1  # one byte more than allowed tells "too large"
+            try:
+                piece = self._inflater.decompress(pending, room)
+            except zlib.error:
+                if self._encoding == "deflate" and not self._raw_deflate_tried and self.total == 0 and not out:
+                    # Some servers send raw deflate without the zlib header the standard asks for.
+                    self._raw_deflate_tried = True
+                    self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise
+            out += piece
+            if self.total + len(out) > self.limit:
+                raise InflateLimitExceeded()
+            pending = self._inflater.unconsumed_tail
+        return self._count(bytes(out))
+
+    def _count(self, data: bytes) -> bytes:
+        self.total += len(data)
+        if self.total > self.limit:
+            raise InflateLimitExceeded()
+        return data

@@ -1,0 +1,45 @@
+"""The one pattern every session, user and site id must match before it is used.
+
+An id is used verbatim: never stripped or case-folded on its way to the database, so the id whose
+ownership was checked is the id that is read and written. Whitespace, control characters and
+anything else outside the pattern are refused instead of being cleaned up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rag_core.errors import InvalidInput
+from rag_core.limits import MAX_ID_CHARS
+
+# Letters, digits and a few separators (`eval:scifact`, `ext-…`, `auth0|42`, `a@b.c`); at most 200 characters.
+ID_PATTERN = rf"^[A-Za-z0-9_][A-Za-z0-9_.:@|+=~-]{{0,{MAX_ID_CHARS - 1}}}$"
+ID_RULE = ("1-200 characters: letters, digits and _ . : @ | + = ~ -, starting with a letter, digit or _; "
+           "no spaces")
+_ID = re.compile(ID_PATTERN[1:-1])
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether `value` is a string matching ID_PATTERN."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def check_id(value: str, field: str) -> str:
+    """Return `value` unchanged when it is a valid id; otherwise raise InvalidInput naming the rule."""
+    if not is_valid_id(value):
+        shown = repr(value)[:60] if isinstance(value, str) else type(value).__name__
+        raise InvalidInput(f"{field} {shown} is not a valid id: use {ID_RULE}.",
+                           details={"field": field, "allowed": ID_RULE})
+    return value
+
+
+def valid_id(value: str | None) -> str | None:
+    """The pydantic form of the check (REST bodies, query strings and paths, MCP tool arguments)."""
+    if value is not None and not is_valid_id(value):
+        raise ValueError(f"not a valid id; use {ID_RULE}")
+    return value
+
+
+def check_optional_id(value: str | None, field: str) -> str | None:
+    """check_id for a value that may be None (not given)."""
+    return None if value is None else check_id(value, field)

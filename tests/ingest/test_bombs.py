@@ -1,0 +1,109 @@
+"""Bombs: Office files built here that unpack to far more than they weigh, a gzip body served from a
+real 127.0.0.1 server, and a text over the document cap. Each is refused with its reason, the rest of
+the run goes in, and memory stays near the cap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from crawl_server import Route, article_html, base_url
+from filebuilders import make_docx, make_xlsx
+
+from rag_core.limits import MAX_DOCUMENT_CHARS
+
+MB = 1_000_000
+
+
+def inflate_member(src: Path, dest: Path, member: str, anchor: bytes, filler: bytes, total: int) -> Path:
+    """A copy of an Office file whose `member` holds `total` more bytes of `filler` right after `anchor`."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename != member:
+                zout.writestr(item, data)
+                continue
+            head, sep, tail = data.partition(anchor)
+            assert sep, f"{anchor!r} not in {member}"
+            with zout.open(member, "w", force_zip64=True) as out:
+                out.write(head + sep)
+                block = filler * (MB // len(filler))
+                for _ in range(total // len(block)):
+                    out.write(block)
+                out.write(tail)
+    return dest
+
+
+def test_office_bombs_are_refused_before_opening_and_the_rest_goes_in(wb, site, tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Fire safety\n\nEvacuation routes are at least 1.2 metres wide.\n")
+    # 60 MB of XML (a comment the parser would read whole) in a docx of about 60 KB.
+    docx = make_docx(tmp_path / "plain.docx")
+    inflate_member(docx, folder / "bomb.docx", "word/document.xml", b"?>", b"<!--" + b" " * 4092 + b"-->", 60 * MB)
+    # 12 MB of identical rows in an xlsx: it used to go in as millions of characters of text.
+    xlsx = make_xlsx(tmp_path / "plain.xlsx")
+    row = b'<row><c t="inlineStr"><is><t>boom</t></is></c></row>'
+    inflate_member(xlsx, folder / "bomb.xlsx", "xl/worksheets/sheet1.xml", b"<sheetData>", row, 12 * MB)
+    assert (folder / "bomb.docx").stat().st_size < MB and (folder / "bomb.xlsx").stat().st_size < MB
+
+    report = wb.ingest_paths([folder], site_id=site)
+    outcomes = {Path(o.source).name: o for o in report.outcomes}
+    assert outcomes["good.md"].status == "indexed"
+    for name in ("bomb.docx", "bomb.xlsx"):
+        assert outcomes[name].status == "failed", outcomes[name]
+        assert "zip bomb" in outcomes[name].reason and "times larger than it is stored" in outcomes[name].reason
+    assert wb.status(site_id=site)["documents"] == 1
+
+
+def test_a_text_over_the_document_cap_is_refused(wb, site, tmp_path: Path) -> None:
+    big = tmp_path / "huge.txt"
+    big.write_text("word " * (MAX_DOCUMENT_CHARS // 5 + 10))
+    report = wb.ingest_paths([big], site_id=site).to_dict()
+    assert report["failed"] == 1 and f"more than {MAX_DOCUMENT_CHARS} characters" in report["errors"][0]["reason"]
+
+
+FETCH_AND_MEASURE = """
+import asyncio, json, sys, tracemalloc
+from rag_core.errors import RagError
+from rag_core.ingest.crawler import WebCrawler
+from rag_core.settings import RagSettings
+
+settings = RagSettings(_env_file=None, allowed_domains=["127.0.0.1"], allow_private_networks=True,
+                       crawl_delay_sec=0, crawl_respect_robots=False, crawl_timeout_sec=60,
+                       crawl_max_bytes=int(sys.argv[3]))
+asyncio.run(WebCrawler(settings).fetch_page(sys.argv[1]))   # warm: imports and first allocations
+tracemalloc.start()
+try:
+    asyncio.run(WebCrawler(settings).fetch_page(sys.argv[2]))
+    outcome = "fetched"
+except RagError as exc:
+    outcome = exc.details["reason"]
+print(json.dumps({"outcome": outcome, "peak_kb": tracemalloc.get_traced_memory()[1] // 1024}))
+"""
+
+
+def gzip_bomb(size: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"\0" * MB
+    return b"".join(packer.compress(block) for _ in range(size // MB)) + packer.flush()
+
+
+def test_a_gzip_bomb_is_refused_with_memory_near_the_cap(srv: Any) -> None:
+    """200 MB of zeros in a 200 KB gzip body, against a 1 MB cap: refused, and the fetch's peak of
+    Python allocations stays near the cap (each network chunk was inflated whole: +140 MB was seen
+    against a 5 MB cap, and every chunk here inflates to 7-64 MB)."""
+    srv.state.routes["/warm.html"] = Route(article_html("warm"))
+    srv.state.routes["/bomb.html"] = Route(gzip_bomb(200 * MB), headers={"Content-Encoding": "gzip"})
+    base = base_url(srv)
+    run = subprocess.run([sys.executable, "-c", FETCH_AND_MEASURE, f"{base}/warm.html", f"{base}/bomb.html",
+                          str(MB)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["outcome"] == "too_large"
+    assert result["peak_kb"] < 3_500, result  # the 1 MB body, one bounded step, working room
