@@ -140,7 +140,8 @@ class Workbench:
         """
         from rag_core.ingest.crawler import UrlPolicy
 
-        return UrlPolicy(self.settings).check(url)
+        # The URL is one the user asked for, so its own port counts as allowed, as in a real crawl.
+        return UrlPolicy(self.settings).check(url, start=True)
 
     def ingest_url(self, url: str, site_id: str = DEFAULT_SITE,
                    progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
