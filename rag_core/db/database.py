@@ -150,6 +150,7 @@ class Database:
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self.url = plain_url(url)
+        self._close_hooks: list[Callable[[], None]] = []
         self.pool = ConnectionPool(
             self.url, min_size=1, max_size=pool_size, configure=_configure, open=False,
             kwargs={"connect_timeout": 10}, name="rag",
@@ -171,6 +172,17 @@ class Database:
         except PoolTimeout as exc:
             raise DatabaseError("The database is busy: no connection became free within 30 s.") from exc
 
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run `hook` when the pool closes, before its connections go (background writers flush there)."""
+        self._close_hooks.append(hook)
+
     def close(self) -> None:
+        """Run the close hooks, then close the pool."""
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # noqa: BLE001 - one failing hook must not keep the pool open
+                log.warning("A close hook failed: %s", exc)
         self.pool.close()
 

@@ -2,7 +2,8 @@
 
 `SearchEngine.search` returns the response dict of seed 001 and raises RagError subclasses
 (InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
-is written to query_log, cache hits and failures included.
+is written to query_log, cache hits and failures included, by a background writer (querylog.py):
+the search does not wait for the log's commit.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from rag_core.search.cache import SearchCache
 
 
 def log_rows(wb, site: str) -> list[tuple]:
+    wb.flush_search_log()  # the log is written in the background
     with wb.db.connection() as conn:
         return conn.execute(
             "SELECT query, mode, result_count, error_code, user_id, params->>'cache', params->>'limit', duration_ms"
@@ -81,6 +82,7 @@ def test_suggestions_come_from_the_log_and_the_hits_only(wb, site) -> None:
     wb.search("sprinkler heads in racks", site_id=site)
     wb.search("sprinkler heads in racks", site_id=site)
     wb.search("elevator shaft doors", site_id=site)  # shares no term: never suggested for "sprinkler"
+    wb.flush_search_log()  # suggestions read the log, which a background thread writes
     later = engine.search("sprinkler", site_id=site, use_cache=False)["suggestions"]
     assert later[0] == "sprinkler heads in racks" and "elevator shaft doors" not in later
     assert len(later) <= 3
