@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
+import orjson
 import psycopg
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
@@ -50,6 +51,16 @@ def iso_utc(ts: dt.datetime | None) -> str | None:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _encode(response: dict[str, Any], terms: list[str]) -> bytes:
+    """A response and its query terms as the cache's bytes (JSON: safe to share through Redis)."""
+    return orjson.dumps({"response": response, "terms": terms}, default=str)
+
+
+def _decode(payload: bytes) -> tuple[dict[str, Any], list[str]]:
+    data = orjson.loads(payload)
+    return data["response"], data["terms"]
 
 
 class SearchEngine:
@@ -93,7 +104,7 @@ class SearchEngine:
         key = req.cache_key()
         cached = self.cache.get(key) if use_cache else None
         if cached is not None:
-            response, terms = cached
+            response, terms = _decode(cached)
             elapsed = time.perf_counter() - started
             response["search_time"] = f"{elapsed:.3f}s"
             log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), "terms": terms, "cache": "hit"},
@@ -115,7 +126,7 @@ class SearchEngine:
         elapsed = time.perf_counter() - started
         response["search_time"] = f"{elapsed:.3f}s"
         if use_cache:
-            self.cache.put(key, (response, terms))
+            self.cache.put(key, _encode(response, terms))
         log_search(self.db, query=req.query, mode=req.mode,
                    params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan},
                    result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,

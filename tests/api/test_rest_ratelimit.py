@@ -98,13 +98,13 @@ def test_redis_cache_of_another_store_is_separate(make_settings, redis_url):
     mine = build_search_cache(make_settings(redis_url=redis_url, search_cache_ttl_sec=60))
     other = build_search_cache(make_settings(redis_url=redis_url, search_cache_ttl_sec=60,
                                              database_url="postgresql://elsewhere/db"))
-    mine.put(("k",), {"answer": 1})
-    assert mine.get(("k",)) == {"answer": 1}
+    mine.put(("k",), b'{"answer": 1}')
+    assert mine.get(("k",)) == b'{"answer": 1}'
     assert other.get(("k",)) is None
 
 
 def test_a_redis_outage_makes_cache_misses_not_failures(make_settings):
     cache = RedisSearchCache("redis://127.0.0.1:1/0", 60, "outage")
-    cache.put(("k",), [1])
+    cache.put(("k",), b"[1]")
     assert cache.get(("k",)) is None
     cache.clear()

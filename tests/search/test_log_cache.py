@@ -60,8 +60,8 @@ def test_cache_hit_and_invalidation_by_ingest_and_delete(wb, site) -> None:
 
 def test_cache_expires_after_its_ttl() -> None:
     cache = SearchCache(ttl_sec=0.05)
-    cache.put("k", {"v": 1})
-    assert cache.get("k") == {"v": 1}
+    cache.put("k", b'{"v": 1}')
+    assert cache.get("k") == b'{"v": 1}'
     time.sleep(0.06)
     assert cache.get("k") is None
     assert SearchCache(ttl_sec=0).get("k") is None
