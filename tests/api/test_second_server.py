@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +19,7 @@ import pytest
 
 from rag_core import open_workbench
 from rag_core.settings import RagSettings
+from serving import free_port, start_rag_serve, stop
 
 ADMIN_USER = "rag_owner"
 DOCS = {
@@ -29,12 +27,6 @@ DOCS = {
     "doors.md": "Smoke doors close on their own when the alarm sounds and must never be wedged open.",
     "roof.md": "Roof drains are cleared of leaves before winter so meltwater cannot pond on the membrane.",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _as_server_user(path: Path) -> dict:
@@ -101,12 +93,13 @@ def test_ingest_search_and_two_workers_on_the_second_server(second_server, redis
     folder.mkdir()
     for name, text in DOCS.items():
         (folder / name).write_text(text, encoding="utf-8")
-    env = {**os.environ, "DATABASE_URL": url, "RAG_DATA_DIR": str(tmp_path / "data"), "RAG_REDIS_URL": redis_url,
+    env = {"DATABASE_URL": url, "RAG_DATA_DIR": str(tmp_path / "data"), "RAG_REDIS_URL": redis_url,
            "RAG_API_KEYS": f"{key}={site}", "RAG_ADMIN_API_KEY": "", "RAG_RATE_LIMIT": "1000/minute"}
     rag = Path(sys.executable).with_name("rag")
 
     # Ingest through the CLI: the migrations run against the empty database first.
-    ingest = subprocess.run([str(rag), "ingest", str(folder), "--site", site, "--json"], env=env, cwd=tmp_path,
+    ingest = subprocess.run([str(rag), "ingest", str(folder), "--site", site, "--json"], env={**os.environ, **env},
+                            cwd=tmp_path,
                             capture_output=True, text=True, timeout=600)
     assert ingest.returncode == 0, ingest.stderr[-2000:]
     assert not (tmp_path / "data" / "pgdata").exists()  # no embedded server was started
@@ -117,25 +110,10 @@ def test_ingest_search_and_two_workers_on_the_second_server(second_server, redis
         assert found["results"][0]["file_path"].endswith("pumps.md")
         assert wb.status(site_id=site)["documents"] == 3
 
-    port = free_port()
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(rag), "serve", "--port", str(port), "--workers", "2"], env=env, cwd=tmp_path,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    proc, base = start_rag_serve(["--workers", "2"], env, tmp_path, log)
     headers = {"Authorization": f"Bearer {key}"}
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None, f"rag serve exited: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"no /health in 240 s: {log.read_text()[-3000:]}"
-            time.sleep(0.3)
-
         def search(query: str) -> httpx.Response:
             with httpx.Client(base_url=base, headers=headers, timeout=120) as http:  # a new connection each
                 return http.post("/search", json={"query": query, "limit": 3})
@@ -157,8 +135,7 @@ def test_ingest_search_and_two_workers_on_the_second_server(second_server, redis
         assert len(serving) >= 2, (peers, log.read_text()[-3000:])
         assert all(redis_port in peers[pid] for pid in serving), peers
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop(proc)
     output = log.read_text()
     assert "Application shutdown complete" in output and key not in output
 
