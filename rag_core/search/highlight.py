@@ -22,10 +22,11 @@ _START, _STOP, _SEP = "\ue000", "\ue001", "\ue002"
 # PostgreSQL's parser reads `<message>` as an XML tag and ts_headline drops it from the fragment:
 # angle brackets travel as private-use stand-ins and come back in the output.
 _LT, _GT = "\ue003", "\ue004"
-_RESTORE = {_LT: "<", _GT: ">"}
+_RESTORE = str.maketrans({_LT: "<", _GT: ">"})
 _OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", FragmentDelimiter="{_SEP}", '
             "MaxWords=28, MinWords=10, ShortWord=2, MaxFragments=2")
 _MARKERS = re.compile(f"[{_START}{_STOP}{_SEP}{_LT}{_GT}]")
+_MARK_SPLIT = re.compile(f"([{_START}{_STOP}])")
 _CJK = "\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
@@ -56,21 +57,21 @@ def _parse_headline(marked: str) -> list[Highlight]:
     """ts_headline output (markers, fragment separators) -> fragments with spans."""
     result = []
     for piece in marked.split(_SEP):
-        piece = " ".join(piece.split())
-        text, spans, start = [], [], None
-        length = 0
-        for ch in piece:
-            if ch == _START:
+        # Whole runs between markers, not characters: this ran once per character of every fragment.
+        text, spans, start, length = [], [], None, 0
+        for part in _MARK_SPLIT.split(" ".join(piece.split())):
+            if part == _START:
                 start = length
-            elif ch == _STOP:
+            elif part == _STOP:
                 if start is not None and length > start:
                     spans.append((start, length))
                 start = None
-            else:
-                text.append(_RESTORE.get(ch, ch))
-                length += 1
-        plain = "".join(text).strip()
-        shift = len("".join(text)) - len("".join(text).lstrip())
+            elif part:
+                text.append(part)
+                length += len(part)
+        joined = "".join(text).translate(_RESTORE)
+        plain = joined.strip()
+        shift = len(joined) - len(joined.lstrip())
         spans = [(s - shift, e - shift) for s, e in spans if e - shift <= len(plain) and s - shift >= 0]
         if plain:
             result.append(Highlight(plain, spans))
