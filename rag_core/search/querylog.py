@@ -200,6 +200,10 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         by_code = dict(conn.execute(
             f"SELECT error_code, count(*) FROM query_log WHERE {where} AND error_code IS NOT NULL GROUP BY 1 ORDER BY 2 DESC",
             args).fetchall())
+        stages = dict(conn.execute(
+            f"""SELECT s.key, percentile_cont(0.5) WITHIN GROUP (ORDER BY s.value::float8)
+                FROM query_log CROSS JOIN LATERAL jsonb_each_text(params -> 'stages_ms') AS s
+                WHERE {where} AND error_code IS NULL GROUP BY 1""", args).fetchall())
         daily = conn.execute(
             f"""SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*),
                        count(*) FILTER (WHERE error_code IS NOT NULL),
@@ -215,6 +219,8 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         "searches": total, "errors": errors, "zero_results": zero, "cache_hits": hits,
         "avg_ms": ms(avg_ms), "p50_ms": ms(p50), "p95_ms": ms(p95),
         "by_mode": by_mode, "errors_by_code": by_code,
+        # Median milliseconds of each stage of the searches that ran (cache hits have none).
+        "stage_p50_ms": {k: round(float(v), 2) for k, v in sorted(stages.items())},
         "popular_queries": [{"query": q, "count": n, "last_at": last.isoformat()} for q, n, last in popular],
         "zero_result_queries": [{"query": q, "count": n, "last_at": last.isoformat()} for q, n, last in zero_rows],
         "daily": [{"day": d.isoformat(), "searches": n, "errors": e, "zero_results": z, "avg_ms": ms(a)}

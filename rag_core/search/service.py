@@ -53,6 +53,19 @@ def iso_utc(ts: dt.datetime | None) -> str | None:
     return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class _StageClock:
+    """Milliseconds spent in each stage of one search, for the query log (where the time goes)."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages[stage] = round((now - self._last) * 1000, 3)
+        self._last = now
+
+
 def _encode(response: dict[str, Any], terms: list[str]) -> bytes:
     """A response and its query terms as the cache's bytes (JSON: safe to share through Redis)."""
     return orjson.dumps({"response": response, "terms": terms}, default=str)
@@ -112,7 +125,7 @@ class SearchEngine:
                        user_id=user_id)
             return response
         try:
-            response, terms, plan = self._run(req)
+            response, terms, plan, stages = self._run(req)
         except RagError as exc:
             self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)
             raise
@@ -128,7 +141,8 @@ class SearchEngine:
         if use_cache:
             self.cache.put(key, _encode(response, terms))
         log_search(self.db, query=req.query, mode=req.mode,
-                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan},
+                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan,
+                           "stages_ms": stages},
                    result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                    user_id=user_id)
         return response
@@ -141,9 +155,11 @@ class SearchEngine:
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
-    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str]:
+    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str, dict[str, float]]:
         self._check_store()
+        clock = _StageClock()
         emb = embed_query(self._embedder(), req.query) if req.mode != "fulltext" else None
+        clock.mark("embed")
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
@@ -153,10 +169,13 @@ class SearchEngine:
             depth = max(RERANK_DEPTH, req.page * req.limit)
             core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
+        clock.mark("core")
         with self.db.connection() as conn:
             marks = self._highlights(conn, req, core, documents)
+            clock.mark("highlights")
             suggestions = suggest(conn, req.query, req.site_id, core.terms,
                                   [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+            clock.mark("suggestions")
         results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
         response = {
             "success": True,
@@ -171,7 +190,8 @@ class SearchEngine:
             "facets": {"document_types": core.document_types, "date_distribution": core.date_distribution},
             "suggestions": suggestions,
         }
-        return response, core.terms, core.plan
+        clock.mark("response")
+        return response, core.terms, core.plan, clock.stages
 
     def _rerank(self, reranker: Reranker, query: str, documents: list[DocumentHit]) -> list[DocumentHit]:
         if not documents:

@@ -35,6 +35,9 @@ def test_every_search_is_logged_and_metrics_summarise_them(wb, site) -> None:
     assert metrics["popular_queries"][0] == {**metrics["popular_queries"][0], "query": "fire dampers", "count": 2}
     assert [q["query"] for q in metrics["zero_result_queries"]] == ["zebra crossing"]
     assert metrics["errors_by_code"] == {"INVALID_QUERY": 1}
+    # Where the time went, stage by stage (the cache hit and the failure ran no stage).
+    assert set(metrics["stage_p50_ms"]) == {"embed", "core", "highlights", "suggestions", "response"}
+    assert all(v >= 0 for v in metrics["stage_p50_ms"].values()) and metrics["stage_p50_ms"]["core"] > 0
     assert len(metrics["daily"]) == 1 and metrics["daily"][0]["searches"] == 4
     assert wb.search_metrics(site_id=site, since="2999-01-01")["searches"] == 0
 
