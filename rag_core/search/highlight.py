@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams
 
@@ -132,18 +132,18 @@ def _fallback(text: str) -> list[Highlight]:
     return [Highlight(text[: cut if cut > 40 else FRAGMENT_CHARS])]
 
 
-def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
-                    items: Sequence[tuple[str | None, str]]) -> list[list[Highlight]]:
-    """Fragments for each (language, text) item, in order, for the query's lexemes under `configs`."""
-    results: list[list[Highlight]] = [[] for _ in items]
+def start_highlights(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
+                     items: Sequence[tuple[str | None, str]]) -> Callable[[], list[list[Highlight]]]:
+    """Send the highlight statement now; the returned function collects the fragments of each item, in order.
+
+    Inside `conn.pipeline()` statements started this way travel together: one round trip for all.
+    """
     sql_rows = [(i, FTS_CONFIG.get(lang or "other", "simple"),
                  _MARKERS.sub(" ", text).replace("<", _LT).replace(">", _GT))
                 for i, (lang, text) in enumerate(items) if lang != "ja"]
-    for i, (lang, text) in enumerate(items):
-        if lang == "ja":
-            results[i] = cjk_highlights(text, query)
+    cursor = None
     if sql_rows:
-        rows = conn.execute(
+        cursor = conn.execute(
             r"""
             WITH ql AS (
                 SELECT DISTINCT l.lex
@@ -158,10 +158,24 @@ def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: 
             """,
             {"cfgs": list(configs), "qtexts": list(query_texts), "opts": _OPTIONS,
              "ids": [r[0] for r in sql_rows], "item_cfgs": [r[1] for r in sql_rows], "texts": [r[2] for r in sql_rows]},
-        ).fetchall()
-        for ordinal, marked in rows:
+        )
+
+    def finish() -> list[list[Highlight]]:
+        results: list[list[Highlight]] = [[] for _ in items]
+        for i, (lang, text) in enumerate(items):
+            if lang == "ja":
+                results[i] = cjk_highlights(text, query)
+        for ordinal, marked in (cursor.fetchall() if cursor is not None else []):
             results[ordinal] = _parse_headline(marked) if marked else []
-    for i, (lang, text) in enumerate(items):
-        if not results[i]:
-            results[i] = _fallback(text)
-    return results
+        for i, (lang, text) in enumerate(items):
+            if not results[i]:
+                results[i] = _fallback(text)
+        return results
+
+    return finish
+
+
+def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
+                    items: Sequence[tuple[str | None, str]]) -> list[list[Highlight]]:
+    """Fragments for each (language, text) item, in order, for the query's lexemes under `configs`."""
+    return start_highlights(conn, query, configs, query_texts, items)()

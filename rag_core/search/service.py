@@ -22,11 +22,11 @@ from rag_core.db.database import Database
 from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
-from rag_core.search.highlight import Highlight, highlight_texts
+from rag_core.search.highlight import Highlight, start_highlights
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
 from rag_core.search.querylog import log_search, search_metrics
 from rag_core.search.retrieval import embed_query
-from rag_core.search.suggestions import suggest
+from rag_core.search.suggestions import start_suggestions
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 
@@ -170,11 +170,15 @@ class SearchEngine:
             core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
-        with self.db.connection() as conn:
-            marks = self._highlights(conn, req, core, documents)
+        # Highlights and both suggestion statements go in one pipeline: one round trip, not three.
+        with self.db.connection() as conn, conn.pipeline():
+            finish_marks = self._start_highlights(conn, req, core, documents)
+            finish_suggestions = start_suggestions(
+                conn, req.query, req.site_id, core.terms,
+                [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+            marks = finish_marks()
             clock.mark("highlights")
-            suggestions = suggest(conn, req.query, req.site_id, core.terms,
-                                  [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+            suggestions = finish_suggestions()
             clock.mark("suggestions")
         results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
         response = {
@@ -202,23 +206,29 @@ class SearchEngine:
         ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
         return [d for d, _ in ordered]
 
-    def _highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
-                    documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
+    def _start_highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
+                          documents: list[DocumentHit]) -> Callable[[], dict[int, list[Highlight]]]:
+        """Send the highlight statement; the returned function gives each document's fragments (matched first, three)."""
         items: list[tuple[int, str | None, str]] = []
         for doc in documents:
             for chunk in doc.chunks[:2]:
                 items.append((doc.document_id, chunk.language, chunk.text))
         if not items:
-            return {}
-        fragments = highlight_texts(conn, req.query, core.configs, core.query_texts, [(lang, text) for _, lang, text in items])
-        found: dict[int, list[Highlight]] = {}
-        for (doc_id, _, _), frags in zip(items, fragments):
-            found.setdefault(doc_id, []).extend(frags)
-        out: dict[int, list[Highlight]] = {}
-        for doc_id, frags in found.items():
-            matched = [f for f in frags if f.spans]
-            out[doc_id] = (matched or frags)[:3]
-        return out
+            return dict
+        pending = start_highlights(conn, req.query, core.configs, core.query_texts,
+                                   [(lang, text) for _, lang, text in items])
+
+        def finish() -> dict[int, list[Highlight]]:
+            found: dict[int, list[Highlight]] = {}
+            for (doc_id, _, _), frags in zip(items, pending()):
+                found.setdefault(doc_id, []).extend(frags)
+            out: dict[int, list[Highlight]] = {}
+            for doc_id, frags in found.items():
+                matched = [f for f in frags if f.spans]
+                out[doc_id] = (matched or frags)[:3]
+            return out
+
+        return finish
 
     def _relevance(self, req: SearchRequest, core: CoreResult, chunk: ChunkHit) -> float:
         if req.mode == "semantic":
