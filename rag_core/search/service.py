@@ -170,7 +170,8 @@ class SearchEngine:
             core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
-        # Highlights and both suggestion statements go in one pipeline: one round trip, not three.
+        # Highlights and the query log's suggestions share one pipelined round trip; the top hits' words
+        # (a second one) are looked up only when the log gave fewer than three.
         with self.db.connection() as conn, conn.pipeline():
             finish_marks = self._start_highlights(conn, req, core, documents)
             finish_suggestions = start_suggestions(

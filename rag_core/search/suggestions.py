@@ -123,18 +123,18 @@ def _site_clause_stats(site_id: str | None, alias: str = "") -> str:
 
 def start_suggestions(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
                       hits: Sequence[tuple[str | None, str]]) -> Callable[[], list[str]]:
-    """Send both statements now (one round trip in a pipeline); the returned function gives up to three
-    suggestions: the query log first, then recurring words of the top hits."""
+    """Send the query-log statement now (it shares a pipeline's round trip); the returned function gives up
+    to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits."""
     logged = from_query_log(conn, query, site_id, terms, MAX_SUGGESTIONS)
-    recurring = from_top_hits(conn, query, hits, site_id, MAX_SUGGESTIONS)
 
     def finish() -> list[str]:
         found = logged()
-        for s in recurring():
-            if len(found) >= MAX_SUGGESTIONS:
-                break
-            if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
-                found.append(s)
+        if len(found) < MAX_SUGGESTIONS:
+            for s in from_top_hits(conn, query, hits, site_id, MAX_SUGGESTIONS)():
+                if len(found) >= MAX_SUGGESTIONS:
+                    break
+                if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
+                    found.append(s)
         return found[:MAX_SUGGESTIONS]
 
     return finish
