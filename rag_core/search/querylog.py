@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 # Rows waiting for the writer at most; a search that finds the queue full waits for room (the
 # database is then slower than the searches, and dropping rows would falsify the analytics).
 MAX_PENDING = 10_000
-# Rows per INSERT: what gathered while the previous batch was being written, up to this many.
+# Rows per transaction at most: what gathered within LINGER_SEC, or while the last batch was written.
 MAX_BATCH = 500
 _INSERT = ("INSERT INTO query_log (created_at, query, mode, params, result_count, duration_ms, site_id, user_id,"
            " error_code) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
@@ -37,9 +37,10 @@ class QueryLogWriter:
     A search puts its row on a bounded queue and returns. The thread INSERTs what gathers within
     LINGER_SEC in one transaction with synchronous_commit off, so no search waits for a WAL flush
     (about 3.5 ms each on this kind of disk) and a busy service commits ten times a second, not
-    once per search. `flush()` waits until every row submitted so far is
-    committed; `close()` flushes and stops the thread, and runs when the Database closes (a
-    clean shutdown of the app, `rag serve` on SIGTERM, the CLI) and at interpreter exit.
+    once per search. `flush()` waits until every row submitted so far is committed (a row the
+    database refused counts as done: it is reported, never retried); `close()` flushes and stops
+    the thread, and runs when the Database closes (a clean shutdown of the app, `rag serve` on
+    SIGTERM, the CLI) and at interpreter exit.
     What a crash may lose: the rows still queued in a killed process, and, when PostgreSQL itself
     crashes, the commits of its last ~0.6 s (3 x wal_writer_delay). The log is analytics; the
     answer never depends on it.
