@@ -15,8 +15,8 @@ Figures, in order: one in-process `Workbench.search` per query (p50, CPU per sea
 of each stage from the query log), then `--runs` runs of `--seconds` each: requests/s, p50/p95/p99,
 errors, CPU per request of client, server and PostgreSQL, load average. The median run is the
 headline. `--profile` samples the server with py-spy during the first run (measurement only:
-`pip install py-spy`) and prints where the time went. Results go to eval/results/ as JSON;
-nothing asserts a time. Re-run after any change of the search core:
+`pip install py-spy`; raw stacks in eval/cache/) and prints where the time went. Results go to
+eval/results/ as JSON; nothing asserts a time. Re-run after any change of the search core:
 
     .venv/bin/python eval/bench_service.py                            # 1 worker, cache off, 3 x 30 s
     .venv/bin/python eval/bench_service.py --workers 2 --cache --runs 5
@@ -340,7 +340,8 @@ def main() -> None:
                 queries = pool[used:used + int(args.seconds * 500)]
                 used += len(queries)
             spy = None
-            raw = RESULTS / f"profile_service_w{args.workers}_{'cached' if args.cache else 'uncached'}.txt"
+            raw = RESULTS.parent / "cache" / f"profile_service_w{args.workers}.txt"
+            raw.parent.mkdir(parents=True, exist_ok=True)
             if args.profile and i == 0:
                 spy = profile(server, args.seconds, raw)
             result = run_load(base, key, queries, args.clients, args.seconds, bool(hot), server, pg)
