@@ -268,6 +268,10 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One worker thread per pooled connection (anyio's default is 40): with more, a search took a
+        # connection for the core statement, gave it back, then queued behind thirty other threads to
+        # get one again for its highlights; the threads beyond the pool only fought over the GIL.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size
         await anyio.to_thread.run_sync(_warm_up, workbench)
         scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
         try:
