@@ -188,3 +188,11 @@ def test_crawl_refused_by_policy_is_a_clear_error(client):
                            headers={**auth(KEY_A), "Accept": "application/x-ndjson"})
     last = json.loads(streamed.text.strip().splitlines()[-1])
     assert last["event"] == "error" and last["error"]["code"] == "CRAWL_REFUSED"
+
+
+def test_worker_threads_match_the_connection_pool(make_client):
+    """More threads than pooled connections only queue for a connection twice per search."""
+    import anyio.to_thread
+
+    client = make_client(db_pool_size=3)
+    assert client.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == 3
