@@ -1,37 +1,50 @@
-"""REST service benchmark: the real server (`rag serve`, uvicorn on loopback) under 100 concurrent searching clients.
+"""REST service benchmark: `rag serve` on loopback under 100 concurrent clients, cache off or on.
 
-It uses the configured store (embedded by default). The site is `eval:scifact` when `rag eval`
-has built it, otherwise the first `--docs` scifact abstracts ingested into `bench:service`
-(a re-run finds them unchanged). Queries are scifact's, cycled.
+The load client runs in a process of its own (aiohttp on one event loop) and reports its own CPU
+time, so a reader can check that the client was not the bottleneck (an httpx client burns about
+3 ms of CPU per request on these 2 cores, which once capped the figures). The server's CPU (uvicorn
+workers) and PostgreSQL's (the server's backends) are measured around every run too.
 
-Figures, in order: in-process `Workbench.search` p50 (one caller), HTTP p50 with one client
-(the adapter's overhead), then `--clients` clients searching for `--seconds`: requests/s,
-p50/p95/p99, errors. The server runs with the search cache off (every request searches) and the
-rate limit off, behind an API key; `--cache` keeps the configured search cache (seed 001's
-five minutes) so repeated queries are answered from it. Figures go to
-eval/results/bench_service[_cached].json; nothing asserts a time.
+The site is `eval:scifact` when `rag eval` has built it, otherwise SciFact's abstracts ingested
+into `bench:service` (a re-run finds them unchanged). Queries are distinct texts: SciFact's
+questions, then its titles, then sentences of its abstracts; no text is sent twice in a cache-off
+run, so neither the search cache nor the query-embedding cache can answer. With `--cache` a set
+of queries is searched once to fill the cache, then the runs repeat those (every request a hit).
 
-    .venv/bin/python eval/bench_service.py                      # 100 clients, 60 s, every request searches
-    .venv/bin/python eval/bench_service.py --seconds 20 --workers 2 --cache
+Figures, in order: one in-process `Workbench.search` per query (p50, CPU per search, the median
+of each stage from the query log), then `--runs` runs of `--seconds` each: requests/s, p50/p95/p99,
+errors, CPU per request of client, server and PostgreSQL, load average. The median run is the
+headline. `--profile` samples the server with py-spy during the first run (measurement only:
+`pip install py-spy`; raw stacks in eval/cache/) and prints where the time went. Results go to
+eval/results/ as JSON; nothing asserts a time. Re-run after any change of the search core:
+
+    .venv/bin/python eval/bench_service.py                            # 1 worker, cache off, 3 x 30 s
+    .venv/bin/python eval/bench_service.py --workers 2 --cache --runs 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
+import multiprocessing as mp
 import os
+import random
+import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
+import psutil
 
 from rag_core import open_workbench
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
@@ -42,33 +55,83 @@ from rag_core.settings import load_settings
 RESULTS = Path(__file__).resolve().parent / "results"
 EVAL_SITE = "eval:scifact"
 BENCH_SITE = "bench:service"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def prepare_site(wb: Any, docs: int) -> tuple[str, list[str]]:
-    """The site to search and the queries: eval:scifact when present, else a small ingested slice."""
+# ----- data -----
+def prepare_site(wb: Any, docs: int | None) -> tuple[str, list[str]]:
+    """The site to search and a pool of distinct query texts from SciFact."""
     ds = load_beir(eval_set_dir("scifact"), max_docs=docs)
-    queries = list(ds.queries.values())
-    if wb.status(site_id=EVAL_SITE)["documents"]:
-        return EVAL_SITE, queries
-    records = [{"source": f"scifact/{d['_id']}", "title": d["title"], "text": d["text"]} for d in ds.corpus]
-    print(f"Ingesting {len(records)} scifact abstracts into '{BENCH_SITE}' (unchanged ones are skipped) ...")
-    report = wb.ingest_texts(records, site_id=BENCH_SITE).to_dict()
-    print(f"  {report['indexed']} new, {report['unchanged']} unchanged, {report['failed']} failed")
-    return BENCH_SITE, queries
+    site = EVAL_SITE if wb.status(site_id=EVAL_SITE)["documents"] else BENCH_SITE
+    if site == BENCH_SITE:
+        records = [{"source": f"scifact/{d['_id']}", "title": d["title"], "text": d["text"]} for d in ds.corpus]
+        print(f"Ingesting {len(records)} SciFact abstracts into '{BENCH_SITE}' (unchanged ones are skipped) ...")
+        report = wb.ingest_texts(records, site_id=BENCH_SITE).to_dict()
+        print(f"  {report['indexed']} new, {report['unchanged']} unchanged, {report['failed']} failed")
+    texts = list(ds.queries.values()) + [d["title"] for d in ds.corpus]
+    for d in ds.corpus:
+        for sentence in _SENTENCE.split(d["text"]):
+            words = sentence.split()
+            if len(words) >= 4:
+                texts.append(" ".join(words[:30])[:300])
+    seen: set[str] = set()
+    pool = [t for t in (" ".join(t.split()) for t in texts) if t and not (t.lower() in seen or seen.add(t.lower()))]
+    head, tail = pool[:len(ds.queries)], pool[len(ds.queries):]
+    random.Random(0).shuffle(tail)  # titles and sentences of all abstracts mixed, the same order every run
+    return site, head + tail
 
 
-def in_process_latencies(wb: Any, site: str, queries: list[str]) -> list[float]:
-    """Milliseconds per `Workbench.search` (cache off), one caller, after a warm-up."""
+def postgres_root(wb: Any) -> psutil.Process | None:
+    """PostgreSQL's postmaster when it runs on this machine (its backends' CPU is measured), else None."""
+    try:
+        with wb.db.connection() as conn:
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        return psutil.Process(backend).parent()
+    except (psutil.Error, AttributeError):
+        return None
+
+
+def tree_cpu(root: psutil.Process | None) -> float:
+    """CPU seconds (user + system) of a process and its children alive now."""
+    if root is None:
+        return 0.0
+    total = 0.0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+# ----- in process -----
+def in_process(wb: Any, site: str, queries: list[str], pg: psutil.Process | None) -> dict[str, Any]:
+    """One caller, `Workbench.search` per distinct query: latency, CPU per search and the stage medians."""
     for q in queries[:5]:
-        wb.search_engine.search(q, site_id=site, use_cache=False)
+        wb.search(q + " (warm-up)", site_id=site)
+    wb.flush_search_log()
+    since = time.time()
     times = []
+    cpu0, pg0 = time.process_time(), tree_cpu(pg)
     for q in queries:
         started = time.perf_counter()
-        wb.search_engine.search(q, site_id=site, use_cache=False)
+        wb.search(q, site_id=site)
         times.append((time.perf_counter() - started) * 1000)
-    return times
+    cpu1, pg1 = time.process_time(), tree_cpu(pg)
+    metrics = wb.search_metrics(site_id=site, since=dt.datetime.fromtimestamp(since, dt.timezone.utc))
+    n = len(queries)
+    return {"queries": n, "p50_ms": round(statistics.median(times), 1), "p95_ms": round(percentile(times, 95), 1),
+            "python_cpu_ms_per_search": round((cpu1 - cpu0) * 1000 / n, 2),
+            "postgres_cpu_ms_per_search": round((pg1 - pg0) * 1000 / n, 2) if pg else None,
+            "stage_p50_ms": metrics.get("stage_p50_ms", {})}
 
 
+# ----- the server -----
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -76,142 +139,263 @@ def free_port() -> int:
 
 
 def start_server(port: int, key: str, site: str, workers: int, cache: bool) -> subprocess.Popen:
-    """`rag serve` on 127.0.0.1 with the rate limit (and unless `cache`, the cache) off; returns once /health answers."""
+    """`rag serve` on 127.0.0.1, rate limit off, search cache off unless `cache`; returns once /health answers."""
+    import urllib.request
+
     env = {**os.environ, "RAG_API_KEYS": f"{key}={site}", "RAG_ADMIN_API_KEY": "", "RAG_RATE_LIMIT": "off"}
     if not cache:
         env["RAG_SEARCH_CACHE_TTL_SEC"] = "0"
     rag = Path(sys.executable).with_name("rag")
     proc = subprocess.Popen([str(rag), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"rag serve exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+                if response.status == 200:
+                    return proc
+        except OSError:
             pass
         time.sleep(0.2)
     stop_server(proc)
-    raise SystemExit("rag serve did not answer /health within 180 s")
+    raise SystemExit("rag serve did not answer /health within 300 s")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's own process group (its workers too), SIGKILL after 20 s."""
+    """SIGTERM to the server's own process group (its workers too), SIGKILL after 30 s."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
-async def run_clients(base: str, key: str, queries: list[str], clients: int, seconds: float) -> dict[str, Any]:
-    """`clients` loops sending POST /search until the time is up; latency per request in ms."""
+# ----- the load client (its own process) -----
+async def _load(base: str, key: str, queries: list[str], clients: int, seconds: float, cycle: bool) -> dict[str, Any]:
+    import aiohttp
+    import orjson
+
     latencies: list[float] = []
-    errors: dict[str, int] = {}
-    counter = iter(range(10**9))
-    headers = {"Authorization": f"Bearer {key}"}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=60) as http:
+    errors: Counter = Counter()
+    position = 0
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(base_url=base, headers=headers, connector=connector, timeout=timeout) as http:
         deadline = time.perf_counter() + seconds
 
         async def client() -> None:
+            nonlocal position
             while time.perf_counter() < deadline:
-                query = queries[next(counter) % len(queries)]
+                if position >= len(queries) and not cycle:
+                    return
+                query = queries[position % len(queries)]
+                position += 1
+                body = orjson.dumps({"query": query, "limit": 10})
                 started = time.perf_counter()
                 try:
-                    response = await http.post("/search", json={"query": query, "limit": 10})
-                    status = str(response.status_code)
-                except httpx.HTTPError as exc:
+                    async with http.post("/search", data=body) as response:
+                        await response.read()
+                        status = str(response.status)
+                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                     status = type(exc).__name__
-                elapsed = (time.perf_counter() - started) * 1000
                 if status == "200":
-                    latencies.append(elapsed)
+                    latencies.append((time.perf_counter() - started) * 1000)
                 else:
-                    errors[status] = errors.get(status, 0) + 1
+                    errors[status] += 1
 
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - started
-    done = len(latencies)
-    return {"clients": clients, "seconds": round(wall, 1), "requests": done + sum(errors.values()), "ok": done,
-            "errors": errors, "requests_per_s": round(done / wall, 1),
-            "p50_ms": round(percentile(latencies, 50), 1), "p95_ms": round(percentile(latencies, 95), 1),
-            "p99_ms": round(percentile(latencies, 99), 1), "max_ms": round(max(latencies, default=0), 1)}
+    return {"wall": wall, "latencies": latencies, "errors": dict(errors), "sent": position}
 
 
-def sequential_http(base: str, key: str, queries: list[str]) -> list[float]:
-    times = []
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
-        for q in queries[:5]:
-            http.post("/search", json={"query": q, "limit": 10})
-        for q in queries:
-            started = time.perf_counter()
-            response = http.post("/search", json={"query": q, "limit": 10})
-            times.append((time.perf_counter() - started) * 1000)
-            if response.status_code != 200:
-                raise SystemExit(f"POST /search answered {response.status_code}: {response.text[:500]}")
-    return times
+def _client_process(conn: Any, base: str, key: str, queries: list[str], clients: int, seconds: float,
+                    cycle: bool) -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    cpu0 = time.process_time()
+    result = asyncio.run(_load(base, key, queries, clients, seconds, cycle))
+    result["cpu_s"] = time.process_time() - cpu0
+    conn.send(result)
+    conn.close()
+
+
+def run_load(base: str, key: str, queries: list[str], clients: int, seconds: float, cycle: bool,
+             server: psutil.Process, pg: psutil.Process | None) -> dict[str, Any]:
+    """One run from a separate client process; latency, throughput and everyone's CPU per request."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    load0 = os.getloadavg()[0]
+    srv0, pg0 = tree_cpu(server), tree_cpu(pg)
+    proc = ctx.Process(target=_client_process, args=(child, base, key, queries, clients, seconds, cycle))
+    proc.start()
+    raw = parent.recv()
+    proc.join()
+    srv1, pg1 = tree_cpu(server), tree_cpu(pg)
+    lat = raw["latencies"]
+    ok = len(lat)
+    done = max(ok + sum(raw["errors"].values()), 1)
+    return {"clients": clients, "seconds": round(raw["wall"], 1), "requests": done, "ok": ok, "errors": raw["errors"],
+            "requests_per_s": round(ok / raw["wall"], 1),
+            "p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
+            "p99_ms": round(percentile(lat, 99), 1), "max_ms": round(max(lat, default=0), 1),
+            "distinct_queries_sent": min(raw["sent"], len(queries)), "queries_sent": raw["sent"],
+            "cpu_ms_per_request": {"client": round(raw["cpu_s"] * 1000 / done, 2),
+                                   "server": round((srv1 - srv0) * 1000 / done, 2),
+                                   "postgres": round((pg1 - pg0) * 1000 / done, 2) if pg else None},
+            "client_cpu_share_of_one_core": round(raw["cpu_s"] / raw["wall"], 2),
+            "load_average_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+
+
+# ----- profile -----
+def profile(server: psutil.Process, seconds: float, out: Path) -> subprocess.Popen | None:
+    """Start py-spy sampling the server and its workers for `seconds` (raw stacks to `out`).
+
+    Only threads holding the GIL are sampled: what a worker spends its one core of Python on.
+    """
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        print("py-spy is not installed (pip install py-spy); no profile taken.")
+        return None
+    proc = subprocess.Popen([spy, "record", "--pid", str(server.pid), "--subprocesses", "--duration", str(int(seconds)),
+                             "--format", "raw", "--nonblocking", "--gil", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc
+
+
+def top_functions(raw: Path, top: int = 25) -> list[tuple[str, float]]:
+    """Inclusive share of samples per function (each stack counts a function once)."""
+    counts: Counter = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        frames = {re.sub(r":\d+\)$", ")", f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))}
+        for frame in frames:
+            counts[frame] += int(n)
+    return [(name, round(100 * c / max(total, 1), 1)) for name, c in counts.most_common(top)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="Length of the concurrent run.")
+    parser.add_argument("--seconds", type=float, default=30.0, help="Length of each measured run.")
+    parser.add_argument("--runs", type=int, default=3, help="Measured runs (the median is the headline).")
+    parser.add_argument("--warmup", type=float, default=5.0, help="Seconds of load before the runs, not counted.")
     parser.add_argument("--clients", type=int, default=100, help="Concurrent clients.")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers of `rag serve`.")
-    parser.add_argument("--docs", type=int, default=500, help="scifact abstracts to ingest when eval:scifact is absent.")
-    parser.add_argument("--sample", type=int, default=60, help="Queries for the one-caller p50 figures.")
-    parser.add_argument("--cache", action="store_true", help="Keep the configured search cache on in the server.")
-    parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service*.json).")
+    parser.add_argument("--docs", type=int, default=None, help="SciFact abstracts to ingest (default all) when "
+                                                                 "eval:scifact is absent.")
+    parser.add_argument("--sample", type=int, default=100, help="Queries for the in-process figures.")
+    parser.add_argument("--cache", action="store_true", help="Keep the search cache on; runs repeat warmed queries.")
+    parser.add_argument("--cached-queries", type=int, default=400,
+                        help="Distinct queries warmed with --cache (the in-process cache keeps 512).")
+    parser.add_argument("--profile", action="store_true", help="Sample the server with py-spy during the first run.")
+    parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service_*.json).")
     args = parser.parse_args()
 
     settings = load_settings()  # what `rag serve` runs with, so both sides embed alike
     with open_workbench(settings) as wb:
-        site, queries = prepare_site(wb, args.docs)
-        sample = queries[:args.sample]
-        local = in_process_latencies(wb, site, sample)
+        site, pool = prepare_site(wb, args.docs)
         chunks = wb.status(site_id=site)["chunks"]
-    local_p50 = statistics.median(local)
-    print(f"Site {site}: {chunks} chunks; in-process Workbench.search p50 {local_p50:.1f} ms "
-          f"(p95 {percentile(local, 95):.1f} ms, {len(local)} queries, cache off)")
+        pg = postgres_root(wb)
+        local = in_process(wb, site, pool[:args.sample], pg)
+    used = args.sample
+    print(f"Site {site}: {chunks} chunks, {len(pool)} distinct query texts. In process, one caller, cache off: "
+          f"p50 {local['p50_ms']} ms, p95 {local['p95_ms']} ms; CPU per search {local['python_cpu_ms_per_search']} ms "
+          f"Python + {local['postgres_cpu_ms_per_search']} ms PostgreSQL; stage medians {local['stage_p50_ms']}")
 
     key = secrets.token_urlsafe(24)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    load_before = os.getloadavg()
     proc = start_server(port, key, site, args.workers, args.cache)
+    server = psutil.Process(proc.pid)
+    runs: list[dict[str, Any]] = []
+    hot: list[str] = []
+    spy_top = None
     try:
-        http_seq = sequential_http(base, key, sample)
-        seq_p50 = statistics.median(http_seq)
-        print(f"HTTP, one client: p50 {seq_p50:.1f} ms ({seq_p50 / local_p50:.2f}x in-process)")
-        print(f"{args.clients} clients for {args.seconds:.0f} s ...")
-        load = asyncio.run(run_clients(base, key, queries, args.clients, args.seconds))
+        if args.cache:
+            hot = pool[used:used + args.cached_queries]
+            used += len(hot)
+            warm = run_load(base, key, hot, min(args.clients, 20), 3600, False, server, pg)
+            print(f"Cache filled with {warm['ok']} searches ({warm['errors'] or 'no errors'}).")
+        warm_queries = hot or pool[used:used + int(args.warmup * 400)]
+        used += 0 if hot else len(warm_queries)
+        run_load(base, key, warm_queries, args.clients, args.warmup, bool(hot), server, pg)
+        measured_from = dt.datetime.now(dt.timezone.utc)
+        for i in range(args.runs):
+            if hot:
+                queries = hot
+            else:
+                queries = pool[used:used + int(args.seconds * 500)]
+                used += len(queries)
+            spy = None
+            raw = RESULTS.parent / "cache" / f"profile_service_w{args.workers}.txt"
+            raw.parent.mkdir(parents=True, exist_ok=True)
+            if args.profile and i == 0:
+                spy = profile(server, args.seconds, raw)
+            result = run_load(base, key, queries, args.clients, args.seconds, bool(hot), server, pg)
+            if spy is not None:
+                spy.wait(timeout=120)
+                spy_top = top_functions(raw) if raw.exists() else None
+            runs.append(result)
+            errors = sum(result["errors"].values())
+            print(f"run {i + 1}: {result['requests_per_s']} req/s, p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms,"
+                  f" errors {errors} {result['errors'] or ''}; CPU ms/request {result['cpu_ms_per_request']};"
+                  f" load {result['load_average_before_after']}")
+            if not hot and result["queries_sent"] > len(queries):
+                print(f"  note: {result['queries_sent'] - len(queries)} queries were repeats")
     finally:
         stop_server(proc)
-    load_after = os.getloadavg()
+    # The server's query log (flushed on its clean stop) says how many of the measured requests were hits.
+    with open_workbench(settings) as wb:
+        logged = wb.search_metrics(site_id=site, since=measured_from)
+    hit_share = round(logged["cache_hits"] / max(logged["searches"], 1), 3)
+    print(f"Query log of the measured runs: {logged['searches']} searches, {logged['cache_hits']} cache hits "
+          f"({hit_share:.1%}); server-side p50 {logged['p50_ms']} ms, p95 {logged['p95_ms']} ms.")
+
+    def median(key: str) -> float:
+        return round(statistics.median(r[key] for r in runs), 1)
+
+    summary = {"requests_per_s": median("requests_per_s"), "p50_ms": median("p50_ms"), "p95_ms": median("p95_ms"),
+               "p99_ms": median("p99_ms"), "errors": sum(sum(r["errors"].values()) for r in runs),
+               "cpu_ms_per_request": {k: (round(statistics.median(r["cpu_ms_per_request"][k] for r in runs), 2)
+                                          if runs[0]["cpu_ms_per_request"][k] is not None else None)
+                                      for k in ("client", "server", "postgres")}}
     result = {
-        "site": site, "chunks": chunks, "workers": args.workers, "embed_threads": settings.embed_threads,
-        "cache": f"on ({settings.search_cache_ttl_sec} s)" if args.cache else "off", "rate_limit": "off",
-        "in_process": {"queries": len(local), "p50_ms": round(local_p50, 1), "p95_ms": round(percentile(local, 95), 1)},
-        "http_one_client": {"queries": len(http_seq), "p50_ms": round(seq_p50, 1),
-                            "p95_ms": round(percentile(http_seq, 95), 1)},
-        "concurrent": load,
-        "ratio_http_p50_to_in_process_p50": {"one_client": round(seq_p50 / local_p50, 2),
-                                             "concurrent": round(load["p50_ms"] / local_p50, 2)},
-        "machine": machine(), "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "site": site, "chunks": chunks, "workers": args.workers, "clients": args.clients,
+        "cache": f"on ({settings.search_cache_ttl_sec} s), {len(hot)} warmed queries repeated" if args.cache
+        else "off, every query text distinct",
+        "rate_limit": "off", "embedder": settings.embedder, "db_pool_size": settings.db_pool_size,
+        "in_process": local, "runs": runs, "median_of_runs": summary,
+        "server_query_log": {"searches": logged["searches"], "cache_hits": logged["cache_hits"],
+                             "cache_hit_share": hit_share, "p50_ms": logged["p50_ms"], "p95_ms": logged["p95_ms"],
+                             "stage_p50_ms": logged.get("stage_p50_ms")},
+        "profile_top_inclusive_percent": spy_top,
+        "machine": machine(), "cpus": os.cpu_count(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
     }
-    print(f"{load['requests_per_s']} requests/s; p50 {load['p50_ms']} ms, p95 {load['p95_ms']} ms, "
-          f"p99 {load['p99_ms']} ms; errors {sum(load['errors'].values())} {load['errors'] or ''}")
-    print(f"HTTP p50 / in-process p50: {result['ratio_http_p50_to_in_process_p50']['one_client']}x with one client, "
-          f"{result['ratio_http_p50_to_in_process_p50']['concurrent']}x under {args.clients} clients; "
-          f"load average {load_before[0]:.1f} -> {load_after[0]:.1f} ({machine()})")
-    out = args.out or RESULTS / f"bench_service{'_cached' if args.cache else ''}.json"
+    print(f"Median of {len(runs)} runs: {summary['requests_per_s']} req/s, p50 {summary['p50_ms']} ms, p95 "
+          f"{summary['p95_ms']} ms, {summary['errors']} errors; CPU ms/request {summary['cpu_ms_per_request']} "
+          f"({machine()})")
+    if spy_top:
+        print("Where the server's time went (py-spy, share of samples including callees):")
+        for name, share in spy_top:
+            print(f"  {share:5.1f}%  {name}")
+    out = args.out or RESULTS / f"bench_service_w{args.workers}_{'cached' if args.cache else 'uncached'}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"Wrote {out}")
 
 

@@ -242,6 +242,12 @@ class Workbench:
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
             source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id)
 
+    def flush_search_log(self, timeout: float = 30.0) -> bool:
+        """Wait until this process's searches so far are in the query log (it is written in the background)."""
+        from rag_core.search.querylog import flush_query_log
+
+        return flush_query_log(self.db, timeout)
+
     def search_metrics(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None  # noqa: F821
                        ) -> dict[str, Any]:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""

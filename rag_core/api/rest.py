@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, AsyncIterator, Callable, Iterator
 
 import anyio.to_thread
+import orjson
 import psycopg
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi import HTTPException as FastAPIHTTPException
@@ -59,6 +60,13 @@ _header_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The 
 
 
 # ----- access -----
+class FastJSONResponse(JSONResponse):
+    """JSON rendered by orjson: a 37 KB search page took 0.13 ms of CPU with the json module, 0.025 ms with orjson."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
 def _client(request: Request) -> str:
     return f"ip:{request.client.host if request.client else 'unknown'}"
 
@@ -338,6 +346,10 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One worker thread per pooled connection (anyio's default is 40): with more, a search took a
+        # connection for the core statement, gave it back, then queued behind thirty other threads to
+        # get one again for its highlights; the threads beyond the pool only fought over the GIL.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size
         await anyio.to_thread.run_sync(_warm_up, workbench)
         scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
         try:
@@ -531,7 +543,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                            types=body.document_types, date_from=dates.from_, date_to=dates.to,
                            source=body.source_filter, site_id=site, include_context=body.include_context,
                            max_chunks=body.max_chunks, user_id=body.user_id)
-        return JSONResponse(result)
+        return FastJSONResponse(result)
 
     # ----- chat -----
     @app.post("/chat", response_model=s.ChatTurnOut, tags=["chat"], summary="One chat turn")

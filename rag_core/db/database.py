@@ -176,6 +176,7 @@ class Database:
                  server_alive: Callable[[], bool] | None = None) -> None:
         self.url = plain_url(url)
         self.pool_size = pool_size
+        self._close_hooks: list[Callable[[], None]] = []
         self._restart = restart
         self._server_alive = server_alive
         self._state_lock = threading.Lock()
@@ -303,6 +304,17 @@ class Database:
             conn.execute("SELECT 1").fetchone()
         return "ok"
 
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run `hook` when the pool closes, before its connections go (background writers flush there)."""
+        self._close_hooks.append(hook)
+
     def close(self) -> None:
+        """Run the close hooks, then close the pool."""
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # noqa: BLE001 - one failing hook must not keep the pool open
+                log.warning("A close hook failed: %s", exc)
         self._closed = True
         self.pool.close()

@@ -3,11 +3,13 @@
 In the process by default: another process's ingest reaches it only through the TTL
 (RAG_SEARCH_CACHE_TTL_SEC, 300 s by default, the spec's five minutes). With RAG_REDIS_URL set,
 RedisSearchCache shares it between processes and invalidates it everywhere at once.
+
+Both hold serialized bytes (the engine's JSON), never live objects: every reader decodes its own
+copy, so no caller can change what another one is served, and no deep copy is paid per hit.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections import OrderedDict
@@ -20,15 +22,15 @@ class SearchCache:
     def __init__(self, ttl_sec: float, max_entries: int = 512) -> None:
         self.ttl_sec = float(ttl_sec)
         self.max_entries = max_entries
-        self._items: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.ttl_sec > 0
 
-    def get(self, key: Hashable) -> Any | None:
-        """A copy of the stored value, or None when absent or expired."""
+    def get(self, key: Hashable) -> bytes | None:
+        """The stored bytes, or None when absent or expired."""
         if not self.enabled:
             return None
         with self._lock:
@@ -39,15 +41,16 @@ class SearchCache:
                 del self._items[key]
                 return None
             self._items.move_to_end(key)
-            value = item[1]
-        return copy.deepcopy(value)
+            return item[1]
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: bytes) -> None:
+        """Store serialized bytes under `key` for `ttl_sec`."""
         if not self.enabled:
             return
-        stored = copy.deepcopy(value)
+        if not isinstance(value, bytes):
+            raise TypeError(f"the search cache stores bytes, not {type(value).__name__}")
         with self._lock:
-            self._items[key] = (time.monotonic() + self.ttl_sec, stored)
+            self._items[key] = (time.monotonic() + self.ttl_sec, value)
             self._items.move_to_end(key)
             while len(self._items) > self.max_entries:
                 self._items.popitem(last=False)
@@ -64,7 +67,7 @@ class SearchCache:
 class RedisSearchCache:
     """The same cache shared by every process through Redis (RAG_REDIS_URL): seed 001's Redis cache.
 
-    Values are stored as JSON (never pickle: whoever can write to Redis must not run code here).
+    Values are the engine's JSON bytes (never pickle: whoever can write to Redis must not run code here).
     `clear()` bumps a generation number that is part of every key, so one ingest in any process
     invalidates every process's entries at once; old generations expire by their TTL. A Redis
     outage turns the cache into misses, never into failed searches.
@@ -99,27 +102,25 @@ class RedisSearchCache:
             logging.getLogger(__name__).warning("Search cache in Redis unavailable (%s); searching without it.",
                                                 type(exc).__name__)
 
-    def get(self, key: Hashable) -> Any | None:
-        """The stored value (decoded from JSON), or None when absent, expired or Redis is down."""
+    def get(self, key: Hashable) -> bytes | None:
+        """The stored bytes, or None when absent, expired or Redis is down."""
         if not self.enabled:
             return None
-        import json
-
         try:
             raw = self.client.get(self._key(self._generation(), key))
         except self._errors as exc:
             self._warn(exc)
             return None
-        return json.loads(raw) if raw is not None else None
+        return bytes(raw) if raw is not None else None
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: bytes) -> None:
+        """Store serialized bytes under `key` for `ttl_sec`, in the current generation."""
         if not self.enabled:
             return
-        import json
-
-        data = json.dumps(value, ensure_ascii=False, default=str)
+        if not isinstance(value, bytes):
+            raise TypeError(f"the search cache stores bytes, not {type(value).__name__}")
         try:
-            self.client.set(self._key(self._generation(), key), data, px=max(1, int(self.ttl_sec * 1000)))
+            self.client.set(self._key(self._generation(), key), value, px=max(1, int(self.ttl_sec * 1000)))
         except self._errors as exc:
             self._warn(exc)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams
 
@@ -22,10 +22,11 @@ _START, _STOP, _SEP = "\ue000", "\ue001", "\ue002"
 # PostgreSQL's parser reads `<message>` as an XML tag and ts_headline drops it from the fragment:
 # angle brackets travel as private-use stand-ins and come back in the output.
 _LT, _GT = "\ue003", "\ue004"
-_RESTORE = {_LT: "<", _GT: ">"}
+_RESTORE = str.maketrans({_LT: "<", _GT: ">"})
 _OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", FragmentDelimiter="{_SEP}", '
             "MaxWords=28, MinWords=10, ShortWord=2, MaxFragments=2")
 _MARKERS = re.compile(f"[{_START}{_STOP}{_SEP}{_LT}{_GT}]")
+_MARK_SPLIT = re.compile(f"([{_START}{_STOP}])")
 _CJK = "\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
@@ -56,21 +57,21 @@ def _parse_headline(marked: str) -> list[Highlight]:
     """ts_headline output (markers, fragment separators) -> fragments with spans."""
     result = []
     for piece in marked.split(_SEP):
-        piece = " ".join(piece.split())
-        text, spans, start = [], [], None
-        length = 0
-        for ch in piece:
-            if ch == _START:
+        # Whole runs between markers, not characters: this ran once per character of every fragment.
+        text, spans, start, length = [], [], None, 0
+        for part in _MARK_SPLIT.split(" ".join(piece.split())):
+            if part == _START:
                 start = length
-            elif ch == _STOP:
+            elif part == _STOP:
                 if start is not None and length > start:
                     spans.append((start, length))
                 start = None
-            else:
-                text.append(_RESTORE.get(ch, ch))
-                length += 1
-        plain = "".join(text).strip()
-        shift = len("".join(text)) - len("".join(text).lstrip())
+            elif part:
+                text.append(part)
+                length += len(part)
+        joined = "".join(text).translate(_RESTORE)
+        plain = joined.strip()
+        shift = len(joined) - len(joined.lstrip())
         spans = [(s - shift, e - shift) for s, e in spans if e - shift <= len(plain) and s - shift >= 0]
         if plain:
             result.append(Highlight(plain, spans))
@@ -131,18 +132,18 @@ def _fallback(text: str) -> list[Highlight]:
     return [Highlight(text[: cut if cut > 40 else FRAGMENT_CHARS])]
 
 
-def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
-                    items: Sequence[tuple[str | None, str]]) -> list[list[Highlight]]:
-    """Fragments for each (language, text) item, in order, for the query's lexemes under `configs`."""
-    results: list[list[Highlight]] = [[] for _ in items]
+def start_highlights(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
+                     items: Sequence[tuple[str | None, str]]) -> Callable[[], list[list[Highlight]]]:
+    """Send the highlight statement now; the returned function collects the fragments of each item, in order.
+
+    Inside `conn.pipeline()` statements started this way travel together: one round trip for all.
+    """
     sql_rows = [(i, FTS_CONFIG.get(lang or "other", "simple"),
                  _MARKERS.sub(" ", text).replace("<", _LT).replace(">", _GT))
                 for i, (lang, text) in enumerate(items) if lang != "ja"]
-    for i, (lang, text) in enumerate(items):
-        if lang == "ja":
-            results[i] = cjk_highlights(text, query)
+    cursor = None
     if sql_rows:
-        rows = conn.execute(
+        cursor = conn.execute(
             r"""
             WITH ql AS (
                 SELECT DISTINCT l.lex
@@ -157,10 +158,24 @@ def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: 
             """,
             {"cfgs": list(configs), "qtexts": list(query_texts), "opts": _OPTIONS,
              "ids": [r[0] for r in sql_rows], "item_cfgs": [r[1] for r in sql_rows], "texts": [r[2] for r in sql_rows]},
-        ).fetchall()
-        for ordinal, marked in rows:
+        )
+
+    def finish() -> list[list[Highlight]]:
+        results: list[list[Highlight]] = [[] for _ in items]
+        for i, (lang, text) in enumerate(items):
+            if lang == "ja":
+                results[i] = cjk_highlights(text, query)
+        for ordinal, marked in (cursor.fetchall() if cursor is not None else []):
             results[ordinal] = _parse_headline(marked) if marked else []
-    for i, (lang, text) in enumerate(items):
-        if not results[i]:
-            results[i] = _fallback(text)
-    return results
+        for i, (lang, text) in enumerate(items):
+            if not results[i]:
+                results[i] = _fallback(text)
+        return results
+
+    return finish
+
+
+def highlight_texts(conn: Any, query: str, configs: Sequence[str], query_texts: Sequence[str],
+                    items: Sequence[tuple[str | None, str]]) -> list[list[Highlight]]:
+    """Fragments for each (language, text) item, in order, for the query's lexemes under `configs`."""
+    return start_highlights(conn, query, configs, query_texts, items)()

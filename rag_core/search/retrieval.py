@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import threading
+from collections import OrderedDict
+from typing import Hashable, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -12,9 +14,56 @@ from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, search_chunks
 from rag_core.search.types import ChunkHit
 
 
+class QueryEmbeddingCache:
+    """A thread-safe LRU of query vectors keyed by the embedder's identity and the query text.
+
+    The same question asked again (a second page, another surface, a chat turn after a search)
+    skips the model. Vectors are returned read-only: every caller shares the cached array.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, embedder: BaseEmbedding, query: str) -> np.ndarray:
+        """The query's vector from the cache, or from the embedder (then stored)."""
+        key = (embedder_key(embedder), query)
+        with self._lock:
+            vector = self._items.get(key)
+            if vector is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return vector
+            self.misses += 1
+        vector = np.asarray(embedder.get_query_embedding(query), dtype=np.float32)
+        vector.flags.writeable = False
+        with self._lock:
+            self._items[key] = vector
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+        return vector
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def embedder_key(embedder: BaseEmbedding) -> tuple:
+    """What makes two embedders give the same vectors: class, model and where it runs."""
+    kind = type(embedder)
+    return (kind.__module__, kind.__qualname__, getattr(embedder, "model_name", None),
+            getattr(embedder, "model_path", None), getattr(embedder, "base_url", None))
+
+
+QUERY_EMBEDDINGS = QueryEmbeddingCache()
+
+
 def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
-    """The query's vector as float32 (the store holds unit vectors; cosine distance in SQL)."""
-    return np.asarray(embedder.get_query_embedding(query), dtype=np.float32)
+    """The query's vector as read-only float32 (unit vectors in the store; cosine distance in SQL), cached."""
+    return QUERY_EMBEDDINGS.get(embedder, query)
 
 
 def retrieve_chunks(db: Database, embedder: BaseEmbedding, query: str, *, k: int = 5,

@@ -2,7 +2,8 @@
 
 `SearchEngine.search` returns the response dict of seed 001 and raises RagError subclasses
 (InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
-is written to query_log, cache hits and failures included.
+is written to query_log, cache hits and failures included, by a background writer (querylog.py):
+the search does not wait for the log's commit.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
+import orjson
 import psycopg
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
@@ -20,11 +22,11 @@ from rag_core.db.database import Database
 from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
-from rag_core.search.highlight import Highlight, highlight_texts
+from rag_core.search.highlight import Highlight, start_highlights
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
 from rag_core.search.querylog import log_search, search_metrics
 from rag_core.search.retrieval import embed_query
-from rag_core.search.suggestions import suggest
+from rag_core.search.suggestions import start_suggestions
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 
@@ -49,6 +51,29 @@ def iso_utc(ts: dt.datetime | None) -> str | None:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _StageClock:
+    """Milliseconds spent in each stage of one search, for the query log (where the time goes)."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages[stage] = round((now - self._last) * 1000, 3)
+        self._last = now
+
+
+def _encode(response: dict[str, Any], terms: list[str]) -> bytes:
+    """A response and its query terms as the cache's bytes (JSON: safe to share through Redis)."""
+    return orjson.dumps({"response": response, "terms": terms}, default=str)
+
+
+def _decode(payload: bytes) -> tuple[dict[str, Any], list[str]]:
+    data = orjson.loads(payload)
+    return data["response"], data["terms"]
 
 
 class SearchEngine:
@@ -92,7 +117,7 @@ class SearchEngine:
         key = req.cache_key()
         cached = self.cache.get(key) if use_cache else None
         if cached is not None:
-            response, terms = cached
+            response, terms = _decode(cached)
             elapsed = time.perf_counter() - started
             response["search_time"] = f"{elapsed:.3f}s"
             log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), "terms": terms, "cache": "hit"},
@@ -100,7 +125,7 @@ class SearchEngine:
                        user_id=user_id)
             return response
         try:
-            response, terms, plan = self._run(req)
+            response, terms, plan, stages = self._run(req)
         except RagError as exc:
             self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)
             raise
@@ -114,9 +139,10 @@ class SearchEngine:
         elapsed = time.perf_counter() - started
         response["search_time"] = f"{elapsed:.3f}s"
         if use_cache:
-            self.cache.put(key, (response, terms))
+            self.cache.put(key, _encode(response, terms))
         log_search(self.db, query=req.query, mode=req.mode,
-                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan},
+                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan,
+                           "stages_ms": stages},
                    result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                    user_id=user_id)
         return response
@@ -129,9 +155,11 @@ class SearchEngine:
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
-    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str]:
+    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str, dict[str, float]]:
         self._check_store()
+        clock = _StageClock()
         emb = embed_query(self._embedder(), req.query) if req.mode != "fulltext" else None
+        clock.mark("embed")
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
@@ -141,10 +169,18 @@ class SearchEngine:
             depth = max(RERANK_DEPTH, req.page * req.limit)
             core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
-        with self.db.connection() as conn:
-            marks = self._highlights(conn, req, core, documents)
-            suggestions = suggest(conn, req.query, req.site_id, core.terms,
-                                  [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+        clock.mark("core")
+        # Highlights and the query log's suggestions share one pipelined round trip; the top hits' words
+        # (a second one) are looked up only when the log gave fewer than three.
+        with self.db.connection() as conn, conn.pipeline():
+            finish_marks = self._start_highlights(conn, req, core, documents)
+            finish_suggestions = start_suggestions(
+                conn, req.query, req.site_id, core.terms,
+                [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+            marks = finish_marks()
+            clock.mark("highlights")
+            suggestions = finish_suggestions()
+            clock.mark("suggestions")
         results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
         response = {
             "success": True,
@@ -159,7 +195,8 @@ class SearchEngine:
             "facets": {"document_types": core.document_types, "date_distribution": core.date_distribution},
             "suggestions": suggestions,
         }
-        return response, core.terms, core.plan
+        clock.mark("response")
+        return response, core.terms, core.plan, clock.stages
 
     def _rerank(self, reranker: Reranker, query: str, documents: list[DocumentHit]) -> list[DocumentHit]:
         if not documents:
@@ -170,23 +207,29 @@ class SearchEngine:
         ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
         return [d for d, _ in ordered]
 
-    def _highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
-                    documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
+    def _start_highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
+                          documents: list[DocumentHit]) -> Callable[[], dict[int, list[Highlight]]]:
+        """Send the highlight statement; the returned function gives each document's fragments (matched first, three)."""
         items: list[tuple[int, str | None, str]] = []
         for doc in documents:
             for chunk in doc.chunks[:2]:
                 items.append((doc.document_id, chunk.language, chunk.text))
         if not items:
-            return {}
-        fragments = highlight_texts(conn, req.query, core.configs, core.query_texts, [(lang, text) for _, lang, text in items])
-        found: dict[int, list[Highlight]] = {}
-        for (doc_id, _, _), frags in zip(items, fragments):
-            found.setdefault(doc_id, []).extend(frags)
-        out: dict[int, list[Highlight]] = {}
-        for doc_id, frags in found.items():
-            matched = [f for f in frags if f.spans]
-            out[doc_id] = (matched or frags)[:3]
-        return out
+            return dict
+        pending = start_highlights(conn, req.query, core.configs, core.query_texts,
+                                   [(lang, text) for _, lang, text in items])
+
+        def finish() -> dict[int, list[Highlight]]:
+            found: dict[int, list[Highlight]] = {}
+            for (doc_id, _, _), frags in zip(items, pending()):
+                found.setdefault(doc_id, []).extend(frags)
+            out: dict[int, list[Highlight]] = {}
+            for doc_id, frags in found.items():
+                matched = [f for f in frags if f.spans]
+                out[doc_id] = (matched or frags)[:3]
+            return out
+
+        return finish
 
     def _relevance(self, req: SearchRequest, core: CoreResult, chunk: ChunkHit) -> float:
         if req.mode == "semantic":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rag_core.textproc import FTS_CONFIG
 
@@ -19,12 +19,21 @@ def _site_clause(site_id: str | None) -> str:
     return "site_id = %(site)s" if site_id is not None else "site_id IS NULL"
 
 
-def from_query_log(conn: Any, query: str, site_id: str | None, terms: Sequence[str], limit: int) -> list[str]:
-    """Earlier successful queries of the same site sharing at least one of this query's rare terms."""
+def _nothing() -> list[str]:
+    return []
+
+
+def from_query_log(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
+                   limit: int) -> Callable[[], list[str]]:
+    """Earlier successful queries of the same site sharing at least one of this query's rare terms.
+
+    Sends the statement now; the returned function collects the queries (several statements
+    started in `conn.pipeline()` share one round trip).
+    """
     if not terms or limit <= 0:
-        return []
+        return _nothing
     # The site's recent successful searches only: bounded work however long the log grows.
-    rows = conn.execute(
+    cursor = conn.execute(
         f"""
         WITH recent AS (
             SELECT query, params, created_at FROM query_log
@@ -39,18 +48,19 @@ def from_query_log(conn: Any, query: str, site_id: str | None, terms: Sequence[s
         LIMIT %(limit)s
         """,
         {"site": site_id, "terms": list(terms), "query": query, "limit": limit, "window": LOG_WINDOW},
-    ).fetchall()
-    return [r[0] for r in rows]
+    )
+    return lambda: [r[0] for r in cursor.fetchall()]
 
 
 def from_top_hits(conn: Any, query: str, hits: Sequence[tuple[str | None, str]], site_id: str | None,
-                  limit: int) -> list[str]:
+                  limit: int) -> Callable[[], list[str]]:
     """Words that recur in at least two of the top hits, are not in the query and are informative.
 
-    hits: (language, text) of each top document's best chunk.
+    hits: (language, text) of each top document's best chunk. Sends the statement now, like
+    from_query_log; the returned function collects the suggestions.
     """
     if limit <= 0 or len(hits) < 2:
-        return []
+        return _nothing
     per_word_docs: dict[tuple[str, str], set[int]] = defaultdict(set)
     counts: Counter = Counter()
     surface: dict[tuple[str, str], Counter] = defaultdict(Counter)
@@ -64,9 +74,9 @@ def from_top_hits(conn: Any, query: str, hits: Sequence[tuple[str | None, str]],
             surface[key][word] += 1
     candidates = [k for k, docs in per_word_docs.items() if len(docs) >= 2]
     if not candidates:
-        return []
+        return _nothing
     candidates = sorted(candidates, key=lambda k: (-len(per_word_docs[k]), -counts[k], k))[:200]
-    rows = conn.execute(
+    cursor = conn.execute(
         f"""
         WITH w AS (
             SELECT x.ord, x.cfg, x.word, (tsvector_to_array(to_tsvector(x.cfg::regconfig, x.word)))[1] AS lex
@@ -84,7 +94,12 @@ def from_top_hits(conn: Any, query: str, hits: Sequence[tuple[str | None, str]],
         """,
         {"cfgs": [k[0] for k in candidates], "words": [k[1] for k in candidates],
          "qcfgs": sorted({k[0] for k in candidates}), "query": query, "site": site_id},
-    ).fetchall()
+    )
+    return lambda: _informative(cursor.fetchall(), candidates, per_word_docs, counts, surface, query, limit)
+
+
+def _informative(rows: list[tuple], candidates: list[tuple[str, str]], per_word_docs: dict, counts: Counter,
+                 surface: dict, query: str, limit: int) -> list[str]:
     chosen: list[str] = []
     seen_lex: set[str] = set()
     # Informative: present in the top hits yet not in most of the site (share of chunks below half).
@@ -106,12 +121,26 @@ def _site_clause_stats(site_id: str | None, alias: str = "") -> str:
     return f"{col} = %(site)s" if site_id is not None else f"{col} NOT LIKE 'eval:%%'"
 
 
+def start_suggestions(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
+                      hits: Sequence[tuple[str | None, str]]) -> Callable[[], list[str]]:
+    """Send the query-log statement now (it shares a pipeline's round trip); the returned function gives up
+    to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits."""
+    logged = from_query_log(conn, query, site_id, terms, MAX_SUGGESTIONS)
+
+    def finish() -> list[str]:
+        found = logged()
+        if len(found) < MAX_SUGGESTIONS:
+            for s in from_top_hits(conn, query, hits, site_id, MAX_SUGGESTIONS)():
+                if len(found) >= MAX_SUGGESTIONS:
+                    break
+                if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
+                    found.append(s)
+        return found[:MAX_SUGGESTIONS]
+
+    return finish
+
+
 def suggest(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
             hits: Sequence[tuple[str | None, str]]) -> list[str]:
     """Up to three suggestions: the query log first, then recurring words of the top hits."""
-    found = from_query_log(conn, query, site_id, terms, MAX_SUGGESTIONS)
-    if len(found) < MAX_SUGGESTIONS:
-        for s in from_top_hits(conn, query, hits, site_id, MAX_SUGGESTIONS - len(found)):
-            if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
-                found.append(s)
-    return found[:MAX_SUGGESTIONS]
+    return start_suggestions(conn, query, site_id, terms, hits)()

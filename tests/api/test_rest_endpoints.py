@@ -240,3 +240,9 @@ def test_redirects_to_data_urls_are_refused_cleanly(make_client, wb, page_server
     response = client.post("/pages", json={"url": f"{base_url(page_server)}/to-data", "site_id": SITE_A},
                            headers=auth(ADMIN))
     assert response.status_code == 403 and response.json()["error"]["code"] == "CRAWL_REFUSED"
+def test_worker_threads_match_the_connection_pool(make_client):
+    """More threads than pooled connections only queue for a connection twice per search."""
+    import anyio.to_thread
+
+    client = make_client(db_pool_size=3)
+    assert client.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == 3

@@ -79,6 +79,7 @@ def test_search_cache_is_shared_and_invalidated_through_redis(wb, make_settings,
     second = engines[1].search(query, site_id=SITE_A)  # another process would see the same entry
     assert [(r["id"], r["relevance_score"]) for r in first["results"]] == \
            [(r["id"], r["relevance_score"]) for r in second["results"]]
+    wb.flush_search_log()
     with wb.db.connection() as conn:
         cache_marks = [r[0] for r in conn.execute(
             "SELECT params->>'cache' FROM query_log WHERE query = %s ORDER BY id", (query,)).fetchall()]
@@ -86,6 +87,7 @@ def test_search_cache_is_shared_and_invalidated_through_redis(wb, make_settings,
     engines[0].invalidate()  # an ingest in one process clears the entry for all of them
     assert engines[1].cache.get(("anything",)) is None
     engines[1].search(query, site_id=SITE_A)
+    wb.flush_search_log()
     with wb.db.connection() as conn:
         last = conn.execute("SELECT params->>'cache' FROM query_log WHERE query = %s ORDER BY id DESC LIMIT 1",
                             (query,)).fetchone()[0]
@@ -96,13 +98,13 @@ def test_redis_cache_of_another_store_is_separate(make_settings, redis_url):
     mine = build_search_cache(make_settings(redis_url=redis_url, search_cache_ttl_sec=60))
     other = build_search_cache(make_settings(redis_url=redis_url, search_cache_ttl_sec=60,
                                              database_url="postgresql://elsewhere/db"))
-    mine.put(("k",), {"answer": 1})
-    assert mine.get(("k",)) == {"answer": 1}
+    mine.put(("k",), b'{"answer": 1}')
+    assert mine.get(("k",)) == b'{"answer": 1}'
     assert other.get(("k",)) is None
 
 
 def test_a_redis_outage_makes_cache_misses_not_failures(make_settings):
     cache = RedisSearchCache("redis://127.0.0.1:1/0", 60, "outage")
-    cache.put(("k",), [1])
+    cache.put(("k",), b"[1]")
     assert cache.get(("k",)) is None
     cache.clear()

@@ -4,58 +4,33 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import psutil
+import psycopg
 
 from rest_keys import SITE_A, auth
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_serve(env: dict[str, str], tmp_path: Path, ready: str = "/health") -> tuple[subprocess.Popen, str, Path]:
-    """`rag serve` on a free loopback port, once `ready` answers 200: (process, base URL, log file)."""
-    port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("rag")), "serve", "--port", str(port)], env=env,
-                                cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        assert proc.poll() is None, f"rag serve exited: {log.read_text()[-2000:]}"
-        try:
-            if httpx.get(f"{base}{ready}", timeout=2).status_code == 200:
-                return proc, base, log
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGTERM)
-            raise AssertionError(f"no {ready} in 180 s: {log.read_text()[-2000:]}")
-        time.sleep(0.2)
+from serving import start_rag_serve, stop
 
 
 def test_rag_serve_answers_on_loopback_and_stops_cleanly(pg_url, tmp_path, sites):
     key = "serve-test-key"
-    env = {**os.environ, "DATABASE_URL": pg_url, "RAG_DATA_DIR": str(tmp_path / "data"),
+    env = {"DATABASE_URL": pg_url, "RAG_DATA_DIR": str(tmp_path / "data"),
            "RAG_API_KEYS": f"{key}={SITE_A}", "RAG_ADMIN_API_KEY": "", "RAG_RETENTION_TIME": "04:30"}
-    proc, base, log = start_serve(env, tmp_path)
+    log = tmp_path / "serve.log"
+    query = f"fire alarm {uuid.uuid4().hex[:6]}"
+    proc, base = start_rag_serve([], env, tmp_path, log, timeout=120)
     try:
-        assert httpx.post(f"{base}/search", json={"query": "fire alarm"}).status_code == 401
-        found = httpx.post(f"{base}/search", json={"query": "fire alarm"}, headers=auth(key), timeout=30)
+        assert httpx.post(f"{base}/search", json={"query": query}).status_code == 401
+        found = httpx.post(f"{base}/search", json={"query": query}, headers=auth(key), timeout=30)
         assert found.status_code == 200 and found.json()["results"][0]["file_path"] == "a/fire.md"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop(proc, timeout=30)
+    with psycopg.connect(pg_url) as conn:  # the background log writer flushed on the way out
+        assert conn.execute("SELECT count(*) FROM query_log WHERE query = %s", (query,)).fetchone()[0] == 1
     output = log.read_text()
     assert "Retention purge scheduled daily at 04:30" in output
     assert "Application shutdown complete" in output
@@ -74,11 +49,12 @@ def test_rag_serve_on_the_embedded_server_refuses_huge_bodies_and_heals(server_d
     streamed), a key in the URL is refused and kept out of the access log, and after the postmaster is
     killed /health stays live, /health/ready answers 503 at once and the service comes back by itself."""
     admin = "serve-admin-key"
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env = {"DATABASE_URL": ""}  # empty: the service starts its own embedded server
     env.update({"RAG_DATA_DIR": str(server_dir / "data"), "RAG_API_KEYS": "", "RAG_ADMIN_API_KEY": admin,
                 "RAG_RATE_LIMIT": "off"})
     pgdata = server_dir / "data" / "pgdata"
-    proc, base, log = start_serve(env, tmp_path, ready="/health/ready")
+    log = tmp_path / "serve.log"
+    proc, base = start_rag_serve([], env, tmp_path, log, timeout=180, ready="/health/ready")
     try:
         with httpx.Client(base_url=base, headers=auth(admin), timeout=60) as client:
             added = client.post("/documents", json={"site_id": "heal", "source": "fire.md",

@@ -46,6 +46,7 @@ def test_search_returns_the_error_json_and_logs_the_failure(wb, corpus_site) -> 
     with pytest.raises(InvalidQuery) as info:
         wb.search("x" * 612, site_id=corpus_site)
     assert info.value.to_dict()["error"]["message"] == "Query is 612 characters; the limit is 500."
+    wb.flush_search_log()
     with wb.db.connection() as conn:
         code = conn.execute("SELECT error_code FROM query_log WHERE site_id = %s ORDER BY id DESC LIMIT 1",
                             (corpus_site,)).fetchone()[0]

@@ -140,6 +140,7 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
         # Through the engine with the HNSW plan: the selective site filter still finds it.
         response = wb.search_engine.search(query, mode="semantic", site_id=site, use_cache=False)
         assert [r["file_path"] for r in response["results"]] == ["target.md"]
+        wb.flush_search_log()
         with wb.db.connection() as conn:
             logged = conn.execute("SELECT params->>'plan' FROM query_log WHERE site_id = %s ORDER BY id DESC LIMIT 1",
                                   (site,)).fetchone()[0]

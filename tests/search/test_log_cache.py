@@ -10,6 +10,7 @@ from rag_core.search.cache import SearchCache
 
 
 def log_rows(wb, site: str) -> list[tuple]:
+    wb.flush_search_log()  # the log is written in the background
     with wb.db.connection() as conn:
         return conn.execute(
             "SELECT query, mode, result_count, error_code, user_id, params->>'cache', params->>'limit', duration_ms"
@@ -34,6 +35,9 @@ def test_every_search_is_logged_and_metrics_summarise_them(wb, site) -> None:
     assert metrics["popular_queries"][0] == {**metrics["popular_queries"][0], "query": "fire dampers", "count": 2}
     assert [q["query"] for q in metrics["zero_result_queries"]] == ["zebra crossing"]
     assert metrics["errors_by_code"] == {"INVALID_QUERY": 1}
+    # Where the time went, stage by stage (the cache hit and the failure ran no stage).
+    assert set(metrics["stage_p50_ms"]) == {"embed", "core", "highlights", "suggestions", "response"}
+    assert all(v >= 0 for v in metrics["stage_p50_ms"].values()) and metrics["stage_p50_ms"]["core"] > 0
     assert len(metrics["daily"]) == 1 and metrics["daily"][0]["searches"] == 4
     assert wb.search_metrics(site_id=site, since="2999-01-01")["searches"] == 0
 
@@ -59,8 +63,8 @@ def test_cache_hit_and_invalidation_by_ingest_and_delete(wb, site) -> None:
 
 def test_cache_expires_after_its_ttl() -> None:
     cache = SearchCache(ttl_sec=0.05)
-    cache.put("k", {"v": 1})
-    assert cache.get("k") == {"v": 1}
+    cache.put("k", b'{"v": 1}')
+    assert cache.get("k") == b'{"v": 1}'
     time.sleep(0.06)
     assert cache.get("k") is None
     assert SearchCache(ttl_sec=0).get("k") is None
@@ -81,6 +85,7 @@ def test_suggestions_come_from_the_log_and_the_hits_only(wb, site) -> None:
     wb.search("sprinkler heads in racks", site_id=site)
     wb.search("sprinkler heads in racks", site_id=site)
     wb.search("elevator shaft doors", site_id=site)  # shares no term: never suggested for "sprinkler"
+    wb.flush_search_log()  # suggestions read the log, which a background thread writes
     later = engine.search("sprinkler", site_id=site, use_cache=False)["suggestions"]
     assert later[0] == "sprinkler heads in racks" and "elevator shaft doors" not in later
     assert len(later) <= 3
