@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
@@ -149,8 +150,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_url(self.db, lambda: self.embedder, self.settings, url, site_id=site_id,
-                                progress=progress)
+        with notebook_progress(progress, "fetching", unit="page") as progress:
+            report = web.ingest_url(self.db, lambda: self.embedder, self.settings, url, site_id=site_id,
+                                    progress=progress)
         self._after_write()
         return report
 
@@ -160,8 +162,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_index(self.db, lambda: self.embedder, self.settings, index_url, pattern,
-                                  site_id=site_id, progress=progress)
+        with notebook_progress(progress, "pages", unit="page") as progress:
+            report = web.ingest_index(self.db, lambda: self.embedder, self.settings, index_url, pattern,
+                                      site_id=site_id, progress=progress)
         self._after_write()
         return report
 
@@ -169,7 +172,8 @@ class Workbench:
              preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
         self._require_compatible_store()
         pipeline = IngestPipeline(self.db, self.embedder, self.settings)
-        report = pipeline.run(items, progress=progress, preloaded=preloaded)
+        with notebook_progress(progress, "ingest") as progress:
+            report = pipeline.run(items, progress=progress, preloaded=preloaded)
         self._after_write()
         return report
 
@@ -238,9 +242,9 @@ class Workbench:
             site_id: one site; None searches every site except the evaluation sites ('eval:*').
             max_chunks: context chunks per document (1-10).
         """
-        return self.search_engine.search(
+        return SearchResults(self.search_engine.search(
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
-            source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id)
+            source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id))
 
     def flush_search_log(self, timeout: float = 30.0) -> bool:
         """Wait until this process's searches so far are in the query log (it is written in the background)."""
@@ -252,6 +256,16 @@ class Workbench:
                        ) -> dict[str, Any]:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
         return self.search_engine.metrics(site_id=site_id, since=since)
+
+    def query_log(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None,  # noqa: F821
+                  limit: int = 1000) -> Records:
+        """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        from rag_core.search.querylog import recent_searches
+
+        if not 1 <= int(limit) <= 100_000:
+            raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
+        return Records(recent_searches(self.db, site_id=site_id, since=since, limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
                                  since: "datetime | timedelta | str | None" = None) -> dict[str, Any]:  # noqa: F821
@@ -422,18 +436,19 @@ class Workbench:
         result["database"] = "embedded" if self.embedded else describe_url(self.database_url)
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
-        return result
+        return StoreStatus(result)
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         """Stored documents, newest first."""
-        return store.list_documents(self.db, site_id, limit, offset)
+        return Records(store.list_documents(self.db, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> dict[str, Any]:
         """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
         dim = embedding_dimension(self.embedder)
         store.begin_reindex(self.db, self.embedder_name, dim)
-        done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
+        with notebook_progress(progress, "re-embedding", unit="chunk") as progress:
+            done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
         vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()
