@@ -75,6 +75,7 @@ class Fusion:
     prefilter_df: float = 0.1      # lexemes in more than this share of chunks are not reported as `terms`
     depth: int = 1000              # postings read from the head of each query lexeme's impact-ordered list
     rescore: int = 300             # candidates rescored exactly on the lexemes whose lists were cut
+    cosine_floor: float | None = None  # hybrid keeps a chunk without a full-text match only above this cosine
 
     @property
     def max_score(self) -> float:
@@ -89,6 +90,20 @@ class Fusion:
 # 0.9 * bm25/max + 0.1 * cosine is the one setting tried that never lands below either part, and
 # every alpha from 0.85 to 0.95 stays within 0.002 of it.
 DEFAULT_FUSION = Fusion(method="convex", alpha=0.9)
+
+
+# The relevance floor of hybrid search, per embedder (registry name, RAG_EMBEDDER): a chunk that
+# matches no query lexeme counts as a hit only when its cosine to the query reaches this value, so
+# results, totals and facets count documents that match. Calibrated on the shared sets (README
+# "Relevance floor"); RAG_SEARCH_COSINE_FLOOR overrides it. An embedder missing here has no floor.
+COSINE_FLOOR: dict[str, float] = {
+    "use-multilingual": 0.30,
+}
+
+
+def cosine_floor(embedder: str, override: float | None = None) -> float | None:
+    """The relevance floor for an embedder: the setting when given, else the calibrated value."""
+    return override if override is not None else COSINE_FLOOR.get(embedder)
 
 
 @dataclass
@@ -296,6 +311,7 @@ _FUSED = {
     SELECT coalesce(f.id, d.id) AS id, f.r AS fr, d.r AS dr, f.score AS bm25,
            coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) + coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS score
     FROM ftr f FULL JOIN der d ON d.id = f.id
+    WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s
 ),""",
     "convex": """fused AS (
     SELECT x.id, x.fr, x.dr, x.bm25,
@@ -305,6 +321,7 @@ _FUSED = {
                  (SELECT max(mx) FROM ftr) AS mx
           FROM ftr f FULL JOIN der d ON d.id = f.id) x
     JOIN chunks c ON c.id = x.id
+    WHERE x.fr IS NOT NULL OR x.cos >= %(floor)s
 ),""",
 }
 
@@ -429,7 +446,7 @@ def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str],
         # The impact order bounds unread postings only for the BM25 parameters it was built with.
         "depth": max(fusion.depth, fusion.candidates) if (fusion.k1, fusion.b) == (IMPACT_K1, IMPACT_B) else 2**31 - 1,
         "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,
-        "alpha": fusion.alpha,
+        "alpha": fusion.alpha, "floor": fusion.cosine_floor if fusion.cosine_floor is not None else -2.0,
     })
     if emb is not None:
         params["emb"] = emb
