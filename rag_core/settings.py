@@ -58,6 +58,9 @@ class RagSettings(BaseSettings):
     # --- search ---
     search_cache_ttl_sec: int = Field(default=300, ge=0, description="TTL of the identical-search cache; 0 disables.")
     reranker: str = Field(default="none", description="none, or a cross-encoder model id or path.")
+    search_cosine_floor: float | None = Field(
+        default=None, ge=-1.0, le=1.0,
+        description="Hybrid search: least cosine for a hit without a full-text match (default: per embedder).")
 
     # --- chat ---
     enabled: bool = Field(default=True, description="false: chat answers without the knowledge base and the "
