@@ -113,7 +113,8 @@ if judged and judged["queries"]:
     else:
         st.info(f"{ui.plural(judged['queries'], 'judged query', 'judged queries')} · "
                 f"{ui.plural(judged['judgements'], 'judgement')}. Run the evaluation to score search on them.")
-    st.caption(f"Stored in BEIR layout in `{judged['folder']}`: `rag eval` reads that folder too.")
+    st.caption(f"Kept in BEIR layout (queries.jsonl, qrels.tsv, corpus.jsonl of the judged sources) in "
+               f"`{judged['folder']}`.")
 else:
     st.info("No judged queries for this site yet. Mark hits relevant on the Search page or upload a file above.",
             icon=":material/rule:")

@@ -1,10 +1,11 @@
 """A user's own judged queries: relevance judgements over the documents of one site, scored by the runner.
 
 Judgements come from the Search page (a hit marked relevant) or from an uploaded queries/qrels pair.
-Each site's set lives under RAG_DATA_DIR/judged/<site>/ in BEIR layout, so `rag eval <that folder>`
-reads it too: queries.jsonl (_id, text), qrels.tsv (query-id, corpus-id, score) whose corpus ids are
-the stored sources (paths or URLs), and corpus.jsonl listing those sources. The evaluation searches the
-site's stored documents (nothing is ingested) and reports the same metrics as the public sets.
+Each site's set lives under RAG_DATA_DIR/judged/<site>/ in BEIR layout: queries.jsonl (_id, text),
+qrels.tsv (query-id, corpus-id, score) whose corpus ids are the stored sources (paths or URLs), and
+corpus.jsonl listing those sources (ids and titles; the texts stay in the store). The evaluation runner
+searches the site's stored documents (nothing is ingested) and reports the same metrics as on the
+public sets.
 """
 
 from __future__ import annotations
