@@ -147,10 +147,12 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
 def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
                      ingest_progress: Callable[[Any], None] | None = None,
                      query_progress: Callable[[int, int], None] | None = None,
-                     engine: Any = None, label: str | None = None) -> EvalResult:
+                     engine: Any = None, label: str | None = None, site_id: str | None = None) -> EvalResult:
     """Ingest a loaded set into `eval:<name>` (once) and score its judged queries.
 
     Args:
+        site_id: score against the documents already stored in this site (a user's own judged queries,
+            whose document ids are the stored sources): nothing is ingested.
         engine: the SearchEngine to query (default wb.search_engine); sweeps pass one with other
             fusion or reranker settings over the same store.
         label: the mode name recorded in the result (e.g. "hybrid+rerank"); defaults to `mode`.
@@ -166,9 +168,12 @@ def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int =
     ingest_progress = auto_progress(ingest_progress, f"ingest {ds.name}")
     on_query = auto_progress((lambda p: query_progress(*p)) if query_progress else None,
                              f"{ds.name} · {label or mode}", unit="query")
-    site = EVAL_SITE_PREFIX + ds.name
-    ingest = ingest_dataset(wb, ds, ingest_progress)
-    doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
+    if site_id is not None:
+        site, ingest, doc_of_source = site_id, {}, {}
+    else:
+        site = EVAL_SITE_PREFIX + ds.name
+        ingest = ingest_dataset(wb, ds, ingest_progress)
+        doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
     depth = max(RANK_DEPTH, k)
     sums = {"precision": 0.0, "hit": 0.0, "recall": 0.0, "mrr": 0.0, "ndcg": 0.0}
     latencies: list[float] = []

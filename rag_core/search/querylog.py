@@ -201,21 +201,27 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
     """
     where, start = _scope(db, site_id, since)
     args = {"site": site_id, "since": start, "top": top}
+    # A search a surface marked as not typed (a page, filter or chart click) is no new query; a search left
+    # empty by a date filter says nothing about the words, so it is no zero-result query either.
+    typed = "coalesce((params ->> 'typed')::boolean, true)"
+    zero = ("error_code IS NULL AND result_count = 0 AND params ->> 'date_from' IS NULL "
+            "AND params ->> 'date_to' IS NULL")
     with db.connection() as conn:
-        total, errors, zero, hits, avg_ms, p50, p95 = conn.execute(
+        total, errors, zeros, hits, avg_ms, p50, p95, typed_total = conn.execute(
             f"""SELECT count(*), count(*) FILTER (WHERE error_code IS NOT NULL),
-                       count(*) FILTER (WHERE error_code IS NULL AND result_count = 0),
+                       count(*) FILTER (WHERE {zero} AND {typed}),
                        count(*) FILTER (WHERE params ->> 'cache' = 'hit'),
                        avg(duration_ms) FILTER (WHERE error_code IS NULL),
                        percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL),
-                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL)
+                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL),
+                       count(*) FILTER (WHERE {typed})
                 FROM query_log WHERE {where}""", args).fetchone()
         popular = conn.execute(
             f"""SELECT min(query), count(*), max(created_at) FROM query_log WHERE {where} AND error_code IS NULL
-                GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
+                AND {typed} GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
         zero_rows = conn.execute(
             f"""SELECT min(query), count(*), max(created_at) FROM query_log
-                WHERE {where} AND error_code IS NULL AND result_count = 0
+                WHERE {where} AND {zero} AND {typed}
                 GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
         by_mode = dict(conn.execute(f"SELECT mode, count(*) FROM query_log WHERE {where} GROUP BY 1 ORDER BY 2 DESC",
                                     args).fetchall())
@@ -229,7 +235,7 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         daily = conn.execute(
             f"""SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*),
                        count(*) FILTER (WHERE error_code IS NOT NULL),
-                       count(*) FILTER (WHERE error_code IS NULL AND result_count = 0),
+                       count(*) FILTER (WHERE {zero} AND {typed}),
                        avg(duration_ms) FILTER (WHERE error_code IS NULL)
                 FROM query_log WHERE {where} GROUP BY 1 ORDER BY 1""", args).fetchall()
 
@@ -238,7 +244,8 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
 
     return {
         "site_id": site_id, "since": start.isoformat() if start else None,
-        "searches": total, "errors": errors, "zero_results": zero, "cache_hits": hits,
+        "searches": total, "typed_searches": typed_total, "errors": errors, "zero_results": zeros,
+        "cache_hits": hits,
         "avg_ms": ms(avg_ms), "p50_ms": ms(p50), "p95_ms": ms(p95),
         "by_mode": by_mode, "errors_by_code": by_code,
         # Median milliseconds of each stage of the searches that ran (cache hits have none).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rag_core.search.highlight import Highlight
@@ -12,6 +13,30 @@ SNIPPET_CHARS = 300
 def _marked(result: dict[str, Any]) -> list[str]:
     spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
     return [Highlight(text, [tuple(s) for s in sp]).marked() for text, sp in zip(result.get("highlights", []), spans)]
+
+
+def _md_plain(text: str) -> str:
+    """Document text inside markdown output: its own emphasis markers dropped (a bold word of the source
+    would otherwise meet the highlight's ** as "****word****"), a lone * and brackets escaped."""
+    text = re.sub(r"\*{2,}|(?<!\w)_{2,}|_{2,}(?!\w)", "", text)
+    return _md_escape(text.replace("*", "\\*"))
+
+
+def _md_marked(result: dict[str, Any]) -> list[str]:
+    """The highlights for markdown: matched terms in **bold**, the rest as plain text."""
+    spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
+    out = []
+    for text, sp in zip(result.get("highlights", []), spans):
+        pieces, pos = [], 0
+        for start, end in sorted((int(a), int(b)) for a, b in sp):
+            if start < pos or end <= start:
+                continue
+            term = _md_plain(text[start:end]).strip()
+            pieces += [_md_plain(text[pos:start]), f"**{term}**" if term else ""]
+            pos = end
+        pieces.append(_md_plain(text[pos:]))
+        out.append("".join(pieces))
+    return out
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -86,7 +111,7 @@ def render_markdown(resp: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"`{r['file_path']}` · {_meta(r)}")
         lines.append("")
-        for h in _marked(r):
+        for h in _md_marked(r):
             lines.append(f"> {h}")
             lines.append("")
         chunks = r.get("context_chunks") or []
