@@ -23,7 +23,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from rag_core.chat.citations import Source, render_turn
 from rag_core.chat.context import reference_block
@@ -150,6 +150,45 @@ class ReferenceNumbers(BaseNodePostprocessor):
         return out
 
 
+class RerankPostprocessor(BaseNodePostprocessor):
+    """A reranker of the RAG_RERANKER registry as a LlamaIndex node postprocessor: nodes reordered by its score.
+
+    Args:
+        top_n: keep this many nodes after reranking (all by default).
+    """
+
+    top_n: Optional[int] = None
+    _reranker: Any = PrivateAttr()
+
+    def __init__(self, reranker: Any, top_n: int | None = None) -> None:
+        super().__init__(top_n=top_n)
+        self._reranker = reranker
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RerankPostprocessor"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+                           ) -> list[NodeWithScore]:
+        if query_bundle is None or not nodes:
+            return nodes[:self.top_n] if self.top_n else nodes
+        scores = self._reranker.score(query_bundle.query_str,
+                                      [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes])
+        for item, score in zip(nodes, scores):
+            item.node.metadata["rerank_score"] = float(score)
+            item.score = float(score)
+        ranked = sorted(nodes, key=lambda n: -(n.score or 0.0))
+        return ranked[:self.top_n] if self.top_n else ranked
+
+
+def default_postprocessors(wb: "Workbench", extra: Sequence[BaseNodePostprocessor]) -> list[BaseNodePostprocessor]:
+    """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then the reference numbers."""
+    from rag_core.providers.rerankers import build_reranker
+
+    reranker = build_reranker(wb.settings)
+    return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), ReferenceNumbers()]
+
+
 def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
     """The numbered sources of a response, in the order the model saw them."""
     out = []
@@ -198,7 +237,7 @@ def query_engine(wb: "Workbench", *, llm: "LlamaLLM | None" = None, retriever: "
     retriever = retriever or wb.as_retriever(**retriever_args)
     synthesizer = get_response_synthesizer(llm=llm, text_qa_template=QA_TEMPLATE, response_mode=response_mode)
     engine = CitingQueryEngine(retriever=retriever, response_synthesizer=synthesizer,
-                               node_postprocessors=[*node_postprocessors, ReferenceNumbers()])
+                               node_postprocessors=default_postprocessors(wb, node_postprocessors))
     engine.language = wb.settings.language
     return engine
 
@@ -238,6 +277,6 @@ def chat_engine(wb: "Workbench", session_id: str, *, llm: "LlamaLLM | None" = No
     engine = CitingChatEngine(
         retriever=retriever, llm=llm, memory=memory, context_prompt=CHAT_CONTEXT_TEMPLATE,
         condense_prompt=DEFAULT_CONDENSE_PROMPT_TEMPLATE, system_prompt=DEFAULT_SYSTEM_PROMPT,
-        node_postprocessors=[*node_postprocessors, ReferenceNumbers()])
+        node_postprocessors=default_postprocessors(wb, node_postprocessors))
     engine.language = wb.settings.language
     return engine

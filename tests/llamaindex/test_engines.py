@@ -56,3 +56,25 @@ def test_chat_store_round_trip(wb, site) -> None:
     assert key in store.get_keys()
     assert [m.content for m in store.delete_messages(key)] == ["hello"] and store.get_messages(key) == []
     wb.chat_reset(key)
+
+
+class Shortest:
+    """A reranker of the registry's protocol that prefers short passages (no model to download)."""
+
+    name = "shortest"
+
+    def score(self, query: str, passages) -> list[float]:
+        return [-float(len(p)) for p in passages]
+
+
+def test_the_configured_reranker_runs_as_a_node_postprocessor(wb, corpus, monkeypatch) -> None:
+    from rag_core.providers import rerankers
+
+    site, _ = corpus
+    monkeypatch.setitem(rerankers.RERANKERS, "shortest", lambda settings, model: Shortest())
+    engine = wb.variant(reranker="shortest").as_query_engine(site_id=site, k=4, mode="semantic")
+    response = engine.query("pump impeller")
+    lengths = [len(n.node.text) for n in response.source_nodes]
+    assert lengths == sorted(lengths) and len(lengths) == 4
+    assert response.source_nodes[0].node.metadata["rerank_score"] == -lengths[0]
+    assert Path(response.metadata["sources"][0]["path"]).name == "budget.csv"
