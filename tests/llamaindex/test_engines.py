@@ -78,3 +78,36 @@ def test_the_configured_reranker_runs_as_a_node_postprocessor(wb, corpus, monkey
     assert lengths == sorted(lengths) and len(lengths) == 4
     assert response.source_nodes[0].node.metadata["rerank_score"] == -lengths[0]
     assert Path(response.metadata["sources"][0]["path"]).name == "budget.csv"
+
+
+def _openai_server_class():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "chat" / "openai_server.py"
+    spec = importlib.util.spec_from_file_location("li_openai_server", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.OpenAIServer
+
+
+def test_engines_with_a_generative_answerer_send_numbered_references(wb, corpus) -> None:
+    site, _ = corpus
+    session = f"li-{uuid.uuid4().hex[:8]}"
+    with _openai_server_class()() as server:
+        server.reply = lambda body: ("holiday allowance per year" if "Standalone question:" in body["messages"][-1]["content"]
+                                     else "Employees get 25 days [1].")
+        generative = wb.variant(llm="openai", llm_base_url=server.base_url, llm_model="test-model")
+        response = generative.as_query_engine(site_id=site, k=2).query("How much paid holiday is there?")
+        assert str(response) == "Employees get 25 days [1]."
+        prompt = "\n".join(m["content"] for m in server.requests[-1]["messages"])
+        assert "--- Reference 1 ---\nSource: " in prompt and "square brackets" in prompt
+        assert Path(response.metadata["sources"][0]["path"]).name == "holidays.md"
+        engine = generative.as_chat_engine(session, site_id=site, k=2)
+        engine.chat("How much paid holiday is there?")
+        engine.chat("and per month?")
+        # The follow-up was condensed by the model with LlamaIndex's prompt, then answered with the history.
+        assert any("Follow Up Input: and per month?" in r["messages"][-1]["content"] for r in server.requests)
+        roles = [m["role"] for m in server.requests[-1]["messages"]]
+        assert roles[0] == "system" and roles.count("user") == 2 and "assistant" in roles
+    assert len(wb.chat_history(session)) == 4
+    wb.chat_reset(session)
