@@ -270,9 +270,13 @@ class Workbench:
 
     @property
     def vector_store(self) -> "WorkbenchVectorStore":  # noqa: F821
-        """This store's tables as a LlamaIndex vector store (for VectorStoreIndex.from_vector_store)."""
-        from rag_core.llamaindex.vector_store import WorkbenchVectorStore
+        """This store's tables as a LlamaIndex vector store (for VectorStoreIndex.from_vector_store).
 
+        LlamaIndex's Settings.embed_model and Settings.llm, when unset, become this embedder and answerer.
+        """
+        from rag_core.llamaindex.vector_store import WorkbenchVectorStore, fill_llamaindex_defaults
+
+        fill_llamaindex_defaults(self)
         return WorkbenchVectorStore(self)
 
     def as_query_engine(self, llm: "LlamaLLM | None" = None, **kwargs: Any) -> "CitingQueryEngine":  # noqa: F821

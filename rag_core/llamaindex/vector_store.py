@@ -75,6 +75,23 @@ def _document_row(site_id: str, ref_id: str, nodes: Sequence[BaseNode], vectors:
         metadata=_json_safe({**first, "ref_doc_id": ref_id, "added_by": "llamaindex"}), chunks=chunks)
 
 
+def fill_llamaindex_defaults(wb: "Workbench") -> None:
+    """Make the workbench's embedder and answerer LlamaIndex's defaults where the program has set none.
+
+    Then `VectorStoreIndex.from_vector_store(wb.vector_store).as_query_engine()` embeds queries in the
+    store's vector space and answers offline instead of reaching for OpenAI; a program's own
+    `Settings.embed_model` / `Settings.llm` stay untouched.
+    """
+    from llama_index.core import Settings
+
+    from rag_core.llamaindex.engines import workbench_llm
+
+    if Settings._embed_model is None:
+        Settings.embed_model = wb.embedder
+    if Settings._llm is None:
+        Settings.llm = workbench_llm(wb)
+
+
 class WorkbenchVectorStore(BasePydanticVectorStore):
     """The workbench's store as a LlamaIndex vector store.
 

@@ -66,3 +66,23 @@ def test_index_insert_query_engine_search_and_delete(wb, site) -> None:
     assert "Sunday" in str(response) and response.source_nodes
     index.delete_ref_doc(ref)
     assert wb.documents(site_id=site) == []
+
+
+def test_from_vector_store_works_without_any_llamaindex_settings(wb, corpus) -> None:
+    from llama_index.core import Settings
+
+    site, _ = corpus
+    saved = Settings._embed_model, Settings._llm
+    Settings._embed_model = Settings._llm = None
+    try:
+        engine = VectorStoreIndex.from_vector_store(wb.vector_store).as_query_engine(
+            filters=MetadataFilters(filters=[MetadataFilter(key="site", value=site)]))
+        response = engine.query("How many days of paid holiday do employees get?")
+        assert "25 days" in str(response)
+        assert Path(response.source_nodes[0].node.metadata["source"]).name == "holidays.md"
+        # A program's own choice stays.
+        Settings.embed_model = own = wb.embedder.__class__.model_construct()
+        wb.vector_store
+        assert Settings._embed_model is own
+    finally:
+        Settings._embed_model, Settings._llm = saved
