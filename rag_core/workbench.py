@@ -326,6 +326,42 @@ class Workbench:
 
         return latency_histogram(self.db, site_id=site_id, since=since)
 
+    # ----- LlamaIndex -----
+    def as_retriever(self, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
+                     filters: "MetadataFilters | None" = None, **kwargs: Any) -> "WorkbenchRetriever":  # noqa: F821
+        """This store's retrieval as a LlamaIndex BaseRetriever (hybrid, semantic or fulltext; MetadataFilters)."""
+        from rag_core.llamaindex.retriever import WorkbenchRetriever
+
+        return WorkbenchRetriever(self, mode=mode, k=k, site_id=site_id, filters=filters, **kwargs)
+
+    @property
+    def vector_store(self) -> "WorkbenchVectorStore":  # noqa: F821
+        """This store's tables as a LlamaIndex vector store (for VectorStoreIndex.from_vector_store).
+
+        LlamaIndex's Settings.embed_model and Settings.llm, when unset, become this embedder and answerer.
+        """
+        from rag_core.llamaindex.vector_store import WorkbenchVectorStore, fill_llamaindex_defaults
+
+        fill_llamaindex_defaults(self)
+        return WorkbenchVectorStore(self)
+
+    def as_query_engine(self, llm: "LlamaLLM | None" = None, **kwargs: Any) -> "CitingQueryEngine":  # noqa: F821
+        """A LlamaIndex RetrieverQueryEngine over this store; any LlamaIndex LLM, RAG_LLM's answerer by default.
+
+        kwargs: retriever, node_postprocessors, response_mode, or as_retriever's mode, k, site_id, filters.
+        Each response's metadata holds its sources, citations and the rendered Sources/Answer text.
+        """
+        from rag_core.llamaindex.engines import query_engine
+
+        return query_engine(self, llm=llm, **kwargs)
+
+    def as_chat_engine(self, session_id: str, llm: "LlamaLLM | None" = None,  # noqa: F821
+                       **kwargs: Any) -> "CitingChatEngine":  # noqa: F821
+        """A LlamaIndex CondensePlusContextChatEngine whose history is chat session `session_id` (app, CLI)."""
+        from rag_core.llamaindex.engines import chat_engine
+
+        return chat_engine(self, session_id, llm=llm, **kwargs)
+
     # ----- chat -----
     @property
     def llm(self) -> "LLM":  # noqa: F821 - imported lazily

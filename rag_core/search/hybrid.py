@@ -518,9 +518,14 @@ def _clip(value: float | None) -> float:
 
 
 def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, site_id: str | None = None,
-                  mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION) -> list[ChunkHit]:
-    """Top-k chunks (several may come from one document): what chat and Workbench.retrieve use."""
-    scope = _Scope(site_id)
+                  mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, types: Sequence[str] = (),
+                  date_from: dt.date | None = None, date_to: dt.date | None = None,
+                  source: str | None = None) -> list[ChunkHit]:
+    """Top-k chunks (several may come from one document): what chat and Workbench.retrieve use.
+
+    types, date_from, date_to and source narrow the documents as in `search_documents`.
+    """
+    scope = _Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
     with db.connection() as conn:
         target, languages, plan = _prepare(conn, scope, mode, fusion)
