@@ -4,7 +4,7 @@ One row per setting name with a JSON value, when and by whom it was last changed
 (RAG_ALLOWED_DOMAINS) stays the floor: entries stored here only add to it.
 
 Revision ID: 0004_app
-Revises: 0002
+Revises: 0003_bm25_postings
 Create Date: 2026-11-25
 """
 
