@@ -229,6 +229,18 @@ class StoreStatus(dict):
         return table_html([{"": k, "value": v} for k, v in self.items()], ["", "value"])
 
 
+def offline_charts() -> None:
+    """Plotly figures render offline: JupyterLab draws them with its bundled extension, and the
+    notebook itself carries plotly.js (no CDN), so an exported HTML shows them without a network.
+    PLOTLY_RENDERER, when set (the test runs set `json`), wins."""
+    import os
+
+    import plotly.io as pio
+
+    if not os.environ.get("PLOTLY_RENDERER"):
+        pio.renderers.default = "plotly_mimetype+notebook"
+
+
 # ----- progress -----
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (where a progress bar is a widget, not escape codes)."""
