@@ -221,6 +221,10 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
             page.get_by_text("for good?", exact=False).wait_for(timeout=60_000)
             settle(page)
             check_and_shoot(page, "data-chat-reset-confirm", outside)
+            page.get_by_role("button", name="Delete", exact=True).click()
+            page.get_by_text("Conversation deleted", exact=False).wait_for(timeout=60_000)
+            settle(page)
+            check_and_shoot(page, "data-chat-reset-done", outside)
 
             for name in ("ingestion", "retention", "analytics"):
                 page.goto(f"{app_server}/{PAGES[name]}")
@@ -229,6 +233,11 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
                     page.get_by_role("tab", name="Web pages").click()
                     settle(page)
                     assert page.get_by_role("button", name="Crawl", exact=True).is_disabled()  # empty allowlist
+                if name == "retention":
+                    page.get_by_role("button", name="Dry run", exact=False).click()
+                    page.get_by_text("would delete", exact=False).wait_for(timeout=60_000)
+                    settle(page)
+                    page.get_by_text("would delete", exact=False).scroll_into_view_if_needed()
                 if name == "analytics":
                     page.get_by_role("button", name="Evaluate 1 query").click()
                     page.get_by_text("Per query", exact=False).wait_for(timeout=120_000)
