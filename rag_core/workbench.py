@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
 
+from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
@@ -198,8 +199,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_url(self.db, lambda: self.embedder, self._crawl_settings(), url, site_id=site_id,
-                                progress=progress)
+        with notebook_progress(progress, "fetching", unit="page") as progress:
+            report = web.ingest_url(self.db, lambda: self.embedder, self._crawl_settings(), url, site_id=site_id,
+                                    progress=progress)
         self._after_write()
         return report
 
@@ -209,8 +211,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_index(self.db, lambda: self.embedder, self._crawl_settings(), index_url, pattern,
-                                  site_id=site_id, progress=progress)
+        with notebook_progress(progress, "pages", unit="page") as progress:
+            report = web.ingest_index(self.db, lambda: self.embedder, self._crawl_settings(), index_url, pattern,
+                                      site_id=site_id, progress=progress)
         self._after_write()
         return report
 
@@ -218,7 +221,8 @@ class Workbench:
              preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
         self._require_compatible_store()
         pipeline = IngestPipeline(self.db, self.embedder, self.settings)
-        report = pipeline.run(items, progress=progress, preloaded=preloaded)
+        with notebook_progress(progress, "ingest") as progress:
+            report = pipeline.run(items, progress=progress, preloaded=preloaded)
         self._after_write()
         return report
 
@@ -289,10 +293,10 @@ class Workbench:
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
         """
-        return self.search_engine.search(
+        return SearchResults(self.search_engine.search(
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
             source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id,
-            typed=typed)
+            typed=typed))
 
     def flush_search_log(self, timeout: float = 30.0) -> bool:
         """Wait until this process's searches so far are in the query log (it is written in the background)."""
@@ -305,12 +309,58 @@ class Workbench:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
         return self.search_engine.metrics(site_id=site_id, since=since)
 
+    def query_log(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None,  # noqa: F821
+                  limit: int = 1000) -> Records:
+        """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        from rag_core.search.querylog import recent_searches
+
+        if not 1 <= int(limit) <= 100_000:
+            raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
+        return Records(recent_searches(self.db, site_id=site_id, since=since, limit=int(limit)))
+
     def search_latency_histogram(self, site_id: str | None = None,
                                  since: "datetime | timedelta | str | None" = None) -> dict[str, Any]:  # noqa: F821
         """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
         from rag_core.search.querylog import latency_histogram
 
         return latency_histogram(self.db, site_id=site_id, since=since)
+
+    # ----- LlamaIndex -----
+    def as_retriever(self, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
+                     filters: "MetadataFilters | None" = None, **kwargs: Any) -> "WorkbenchRetriever":  # noqa: F821
+        """This store's retrieval as a LlamaIndex BaseRetriever (hybrid, semantic or fulltext; MetadataFilters)."""
+        from rag_core.llamaindex.retriever import WorkbenchRetriever
+
+        return WorkbenchRetriever(self, mode=mode, k=k, site_id=site_id, filters=filters, **kwargs)
+
+    @property
+    def vector_store(self) -> "WorkbenchVectorStore":  # noqa: F821
+        """This store's tables as a LlamaIndex vector store (for VectorStoreIndex.from_vector_store).
+
+        LlamaIndex's Settings.embed_model and Settings.llm, when unset, become this embedder and answerer.
+        """
+        from rag_core.llamaindex.vector_store import WorkbenchVectorStore, fill_llamaindex_defaults
+
+        fill_llamaindex_defaults(self)
+        return WorkbenchVectorStore(self)
+
+    def as_query_engine(self, llm: "LlamaLLM | None" = None, **kwargs: Any) -> "CitingQueryEngine":  # noqa: F821
+        """A LlamaIndex RetrieverQueryEngine over this store; any LlamaIndex LLM, RAG_LLM's answerer by default.
+
+        kwargs: retriever, node_postprocessors, response_mode, or as_retriever's mode, k, site_id, filters.
+        Each response's metadata holds its sources, citations and the rendered Sources/Answer text.
+        """
+        from rag_core.llamaindex.engines import query_engine
+
+        return query_engine(self, llm=llm, **kwargs)
+
+    def as_chat_engine(self, session_id: str, llm: "LlamaLLM | None" = None,  # noqa: F821
+                       **kwargs: Any) -> "CitingChatEngine":  # noqa: F821
+        """A LlamaIndex CondensePlusContextChatEngine whose history is chat session `session_id` (app, CLI)."""
+        from rag_core.llamaindex.engines import chat_engine
+
+        return chat_engine(self, session_id, llm=llm, **kwargs)
 
     # ----- chat -----
     @property
@@ -543,18 +593,19 @@ class Workbench:
         result["database"] = "embedded" if self.embedded else describe_url(self.database_url)
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
-        return result
+        return StoreStatus(result)
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         """Stored documents, newest first."""
-        return store.list_documents(self.db, site_id, limit, offset)
+        return Records(store.list_documents(self.db, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> dict[str, Any]:
         """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
         dim = embedding_dimension(self.embedder)
         store.begin_reindex(self.db, self.embedder_name, dim)
-        done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
+        with notebook_progress(progress, "re-embedding", unit="chunk") as progress:
+            done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
         vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()

@@ -44,7 +44,7 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _header(resp: dict[str, Any]) -> str:
+def header_line(resp: dict[str, Any]) -> str:
     pages = resp.get("total_pages") or 0
     page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 else ""
     return (f"{resp['total_results']} result{'s' if resp['total_results'] != 1 else ''} for \"{resp['query']}\""
@@ -79,7 +79,7 @@ def _chunk_label(c: dict[str, Any]) -> str:
 
 def render_text(resp: dict[str, Any]) -> str:
     """Plain text: numbered documents, highlights with **term**, context chunks, facets, suggestions."""
-    lines = [_header(resp), ""]
+    lines = [header_line(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"{n}. {r['title']}  [{r['relevance_score']:.2f}]")
         lines.append(f"   {r['file_path']}")
@@ -105,7 +105,7 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(resp: dict[str, Any]) -> str:
     """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
-    lines = [f"## Search: {resp['query']}", "", f"_{_header(resp)}_", ""]
+    lines = [f"## Search: {resp['query']}", "", f"_{header_line(resp)}_", ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
         lines.append("")

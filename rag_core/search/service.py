@@ -23,7 +23,7 @@ from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, start_highlights
-from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
+from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
 from rag_core.search.querylog import log_search, search_metrics
 from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import start_suggestions
@@ -85,6 +85,8 @@ class SearchEngine:
         self.settings = settings
         self._embedder = embedder
         self._check_store = check_store
+        if fusion.cosine_floor is None:
+            fusion = replace(fusion, cosine_floor=cosine_floor(settings.embedder, settings.search_cosine_floor))
         self.fusion = fusion
         self.cache = build_search_cache(settings)
         self._reranker: Any = _UNSET

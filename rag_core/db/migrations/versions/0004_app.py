@@ -4,14 +4,14 @@ One row per setting name with a JSON value, when and by whom it was last changed
 (RAG_ALLOWED_DOMAINS) stays the floor: entries stored here only add to it.
 
 Revision ID: 0004_app
-Revises: 0002
+Revises: 0003_bm25_postings
 Create Date: 2026-11-25
 """
 
 from alembic import op
 
 revision = "0004_app"
-down_revision = "0002"
+down_revision = "0003_bm25_postings"
 branch_labels = None
 depends_on = None
 
