@@ -14,8 +14,8 @@ How the work per query lexeme is bounded, whatever the corpus size:
    can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
 2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
    gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
-   score are rescored exactly by primary-key probes into the cut lists only; the top
-   `candidates` of them are the full-text ranking.
+   score are rescored exactly: whole lists give their seen contributions, cut lists are probed by
+   primary key; the top `candidates` of them are the full-text ranking.
 3. The statement also reports whether that top is provably exact: its last score is at least
    every other chunk's optimistic score and the sum of the bounds (a chunk seen nowhere). A list
    shorter than the depth is read whole, so rare lexemes are always exact.
@@ -264,22 +264,24 @@ cut AS (
 ),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
-    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(c.ub), 0) AS seen_ub,
-           array_agg(pr.lex) AS lexes
+    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
+           coalesce(sum(c.ub), 0) AS seen_ub
     FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
     GROUP BY 1, 2
 ),
 opt AS MATERIALIZED (
-    SELECT p.site_id, p.chunk_id, p.seen, p.lexes, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic,
-           row_number() OVER (ORDER BY p.seen + coalesce(s.ub, 0) - p.seen_ub DESC, p.chunk_id) AS nth
-    FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
+    SELECT x.*, row_number() OVER (ORDER BY x.optimistic DESC, x.chunk_id) AS nth
+    FROM (SELECT p.site_id, p.chunk_id, p.whole, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic
+          FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
+          ORDER BY optimistic DESC, p.chunk_id
+          LIMIT %(rescore)s::bigint + 1) x
 ),
 ft AS MATERIALIZED (
-    SELECT o.chunk_id AS id, o.seen + coalesce((
+    SELECT o.chunk_id AS id, o.whole + coalesce((
                SELECT sum(c.idf * p.tf * (%(k1)s + 1)
                           / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / (SELECT avglen FROM qa))))
                FROM cut c JOIN postings p ON p.site_id = c.site_id AND p.lexeme = c.lex AND p.chunk_id = o.chunk_id
-               WHERE c.site_id = o.site_id AND c.lex <> ALL (o.lexes)), 0) AS score
+               WHERE c.site_id = o.site_id), 0) AS score
     FROM opt o WHERE o.nth <= %(rescore)s
     ORDER BY score DESC, id
     LIMIT %(n)s
