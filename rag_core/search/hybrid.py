@@ -18,7 +18,9 @@ How the work per query lexeme is bounded, whatever the corpus size:
    primary key; the top `candidates` of them are the full-text ranking.
 3. The statement also reports whether that top is provably exact: its last score is at least
    every other chunk's optimistic score and the sum of the bounds (a chunk seen nowhere). A list
-   shorter than the depth is read whole, so rare lexemes are always exact.
+   shorter than the depth is read whole, so rare lexemes are always exact. When the top is not
+   proven exact the statement runs once more with `deep_depth` / `deep_rescore` (4x deeper); the
+   work per lexeme stays bounded by that depth.
 Filters are a per-posting check during the walk (document_id in the filtered documents), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
@@ -88,6 +90,8 @@ class Fusion:
     prefilter_df: float = 0.1      # lexemes in more than this share of chunks are not reported as `terms`
     depth: int = 1000              # postings read from the head of each query lexeme's impact-ordered list
     rescore: int = 300             # candidates rescored exactly on the lexemes whose lists were cut
+    deep_depth: int = 4000         # second pass, only when the first cannot prove its top exact
+    deep_rescore: int = 1000
     cosine_floor: float | None = None  # hybrid keeps a chunk without a full-text match only above this cosine
 
     @property
@@ -468,6 +472,16 @@ def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str],
     return params
 
 
+def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion) -> list[tuple]:
+    """Run a statement whose last column says whether its full-text top is provably exact; when it
+    is not (lists cut too early, e.g. many near-duplicate chunks), run it once more reading deeper."""
+    rows = conn.execute(sql, params).fetchall()
+    if rows and rows[0][-1] is False and params["depth"] < fusion.deep_depth:
+        params = {**params, "depth": fusion.deep_depth, "rescore": max(params["rescore"], fusion.deep_rescore)}
+        rows = conn.execute(sql, params).fetchall()
+    return rows
+
+
 def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchRequest,
                      fusion: Fusion = DEFAULT_FUSION, page_size: int | None = None,
                      offset: int | None = None) -> CoreResult:
@@ -495,7 +509,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
         sql = build_statement(req.mode, fusion, scope, "index" if plan == "hnsw" else "exact", "documents")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks})
-        rows = conn.execute(sql, params).fetchall()
+        rows = _run_ranked(conn, sql, params, fusion)
     result = _documents_from_rows(rows, configs, plan)
     result.query_texts = texts
     return result
@@ -545,7 +559,7 @@ def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, si
         sql = build_statement(mode, fusion, scope, "index" if plan == "hnsw" else "exact", "chunks")
         params = _params(scope, fusion, configs, texts, emb)
         params["k"] = k
-        rows = conn.execute(sql, params).fetchall()
+        rows = _run_ranked(conn, sql, params, fusion)
     return [ChunkHit(chunk_id=r[0], document_id=r[1], site_id=r[2], source=r[3], title=r[4], file_type=r[5],
                      chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],
@@ -597,5 +611,5 @@ def fulltext_ranking(db: Any, query: str, *, k: int = 10, site_id: str | None = 
         languages = [r[0] for r in conn.execute(
             f"SELECT DISTINCT s.language FROM corpus_stats s WHERE {frag['stats']}", _scope_params(scope)).fetchall()]
         configs, texts = query_configs(query, languages)
-        rows = conn.execute(sql, _params(scope, fusion, configs, texts, None)).fetchall()
+        rows = _run_ranked(conn, sql, _params(scope, fusion, configs, texts, None), fusion)
     return [(int(r[0]), float(r[1])) for r in rows], bool(rows[0][2]) if rows else True
