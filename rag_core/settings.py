@@ -138,7 +138,7 @@ class RagSettings(BaseSettings):
             return [d.strip().lower().rstrip(".") for d in value.split(",") if d.strip()]
         return value
 
-    @field_validator("eval_data", mode="before")
+    @field_validator("eval_data", "chat_similarity_floor", mode="before")
     @classmethod
     def _empty_eval_data_is_unset(cls, value: object) -> object:
         # `RAG_EVAL_DATA=` copied from .env.example means "the default", not the working folder
