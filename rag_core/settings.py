@@ -74,7 +74,7 @@ class RagSettings(BaseSettings):
     chat_similarity_floor: float | None = Field(
         default=None, ge=0.0, le=1.0,
         description="Chunks less similar to the question stay out of chat answers; unset uses the embedder's "
-                    "measured floor (rag_core/providers/calibration.py: 0.3 for use-multilingual, 0.8 for e5-small).")
+                    "measured floor (rag_core/providers/calibration.py: 0.3 for use-multilingual, 0.82 for e5-small).")
     chat_term_coverage: float = Field(
         default=0.5, ge=0.0, le=1.0,
         description="A chunk below the floor still enters when it holds this share of the question's words; 0 turns it off.")
