@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from evalsets import write_eval_sets
+from evalsets import write_documents_folder, write_eval_sets
 
 from rag_core.evaluation.notebooks import notebook_test_env
 from rag_core.settings import RagSettings
@@ -54,11 +54,20 @@ def _written_eval_sets() -> str | None:
     return str(_state["eval_data"])
 
 
+def _your_documents() -> str:
+    """Notebook 00's folder (tests/evalsets.py writes it): markdown files and a judgements.tsv."""
+    if "docs" not in _state:
+        _state["docs"] = tempfile.mkdtemp(prefix="rag-notebook-docs-")
+        write_documents_folder(Path(str(_state["docs"])))
+    return str(Path(str(_state["docs"])) / "my-documents")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.path.suffix != ".ipynb":
         return
     url, data_dir = _test_database()
     values = notebook_test_env(url, data_dir, dict(os.environ), eval_data=_written_eval_sets())
+    values["RAG_NOTEBOOK_DOCS"] = _your_documents()
     _state["saved"] = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
 
@@ -75,6 +84,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "docs" in _state:
+        shutil.rmtree(str(_state.pop("docs")), ignore_errors=True)
     if "eval_data" in _state:
         shutil.rmtree(str(_state.pop("eval_data")), ignore_errors=True)
     if "url" in _state:

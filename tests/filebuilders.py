@@ -79,3 +79,23 @@ def make_xlsx(path: Path, title: str | None = None) -> Path:
         wb.properties.title = title
     wb.save(str(path))
     return path
+
+
+def ingest_dated_files(wb, root: Path, files: list[tuple[str, str, str]], prefix: str) -> str:
+    """Write (name, YYYY-MM-DD, text) files under root dated by their mtime, ingest them into a new site.
+
+    Returns the site id; the caller deletes its documents afterwards.
+    """
+    import os
+    import uuid
+
+    for name, day, text in files:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        stamp = dt.datetime.fromisoformat(day).replace(hour=12, tzinfo=dt.timezone.utc).timestamp()
+        os.utime(path, (stamp, stamp))
+    site_id = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    report = wb.ingest_paths([root], site_id=site_id)
+    assert report.count("indexed") == len(files), report.to_dict()
+    return site_id

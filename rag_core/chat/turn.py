@@ -15,6 +15,8 @@ from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,21 @@ class ChatTurn:
     @property
     def stored(self) -> bool:
         return bool(self.flags.get("stored"))
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the Sources block with similarity bars and the cited sentences marked, then the answer."""
+        from rag_core.display import turn_html
+
+        return turn_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return self.rendered
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The sources, one row each (n, similarity, title, source, page, offsets, text)."""
+        from rag_core.display import sources_frame
+
+        return sources_frame(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {

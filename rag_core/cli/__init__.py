@@ -198,6 +198,7 @@ from rag_core.cli import evaluate as _evaluate, search as _search  # noqa: E402,
 from rag_core.cli import mcp as _mcp  # noqa: E402,F401
 from rag_core.cli import serve as _serve  # noqa: E402,F401
 from rag_core.cli import slack as _slack  # noqa: E402,F401
+from rag_core.cli import llamaindex as _llamaindex  # noqa: E402,F401
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -68,11 +68,12 @@ def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
 
 def retrieve_chunks(db: Database, embedder: BaseEmbedding, query: str, *, k: int = 5,
                     site_id: str | None = None, sources: Sequence[str] | None = None,
-                    mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION) -> list[ChunkHit]:
+                    mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.
 
     Args:
         sources: keep only chunks of these sources (exact source names).
+        filters: types, date_from, date_to, source (a prefix or part), as `search_chunks` takes them.
     """
     text = " ".join(query.replace("\x00", " ").split())
     if not text or k <= 0:
@@ -80,6 +81,7 @@ def retrieve_chunks(db: Database, embedder: BaseEmbedding, query: str, *, k: int
     emb = embed_query(embedder, text) if mode != "fulltext" else None
     if sources:
         wanted = set(sources)
-        hits = search_chunks(db, text, emb, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion)
+        hits = search_chunks(db, text, emb, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion,
+                             **filters)
         return [h for h in hits if h.source in wanted][:k]
-    return search_chunks(db, text, emb, k=k, site_id=site_id, mode=mode, fusion=fusion)
+    return search_chunks(db, text, emb, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)

@@ -1,0 +1,69 @@
+"""`rag import llamaindex` and `rag export llamaindex`: PGVectorStore tables in and out of the store."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import rag_core.cli as cli
+from rag_core.cli import app, run_safely
+
+import_app = typer.Typer(help="Bring documents from another tool into the store.", no_args_is_help=True)
+export_app = typer.Typer(help="Write the store's documents out for another tool.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+
+TABLE_HELP = "PGVectorStore's table_name (its rows live in data_<name>)."
+URL_HELP = "The PostgreSQL holding the table (postgresql://...); default: the workbench's own database."
+
+
+def _run(label: str, fn, **kwargs) -> dict:
+    with cli._workbench() as wb:
+        with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=cli.console) as bar:
+            task = bar.add_task("nodes", total=None)
+            return fn(wb, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
+
+
+@import_app.command("llamaindex")
+@run_safely
+def import_llamaindex(
+    table: str = typer.Option(..., "--table", help=TABLE_HELP),
+    site: str = typer.Option("default", "--site", help="Site (tenant) the nodes go to."),
+    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
+    schema: str = typer.Option("public", "--schema", help="The table's schema."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Ingest a LlamaIndex PGVectorStore table's nodes (vectors kept when they are this embedder's)."""
+    from rag_core.llamaindex.interop import import_table
+
+    result = _run("importing", import_table, table=table, site_id=site, url=url, schema=schema)
+    if as_json:
+        cli.out.print(json.dumps(result))
+        return
+    how = "embedded again" if result["re_embedded"] else "vectors kept"
+    cli.out.print(f"Imported {result['nodes']} nodes of {result['documents']} documents from PGVectorStore table "
+                  f"'{result['table']}' into site '{site}' ({how}).")
+
+
+@export_app.command("llamaindex")
+@run_safely
+def export_llamaindex(
+    table: str = typer.Option(..., "--table", help=TABLE_HELP),
+    site: str = typer.Option("default", "--site", help="Site (tenant) to export."),
+    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
+    schema: str = typer.Option("public", "--schema", help="The table's schema."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Write a site's chunks, vectors and metadata into a LlamaIndex PGVectorStore table."""
+    from rag_core.llamaindex.interop import export_table
+
+    result = _run("exporting", export_table, table=table, site_id=site, url=url, schema=schema)
+    if as_json:
+        cli.out.print(json.dumps(result))
+        return
+    cli.out.print(f"Exported {result['nodes']} nodes of site '{site}' into PGVectorStore table '{result['table']}' "
+                  f"({result['dimension']} dimensions).")
