@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from rag_core import RagError, open_workbench
+from rag_core.chat.citations import passage_html, quoted_spans
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +308,6 @@ def offer_sample_corpus(key: str) -> None:
 
 # ----- text rendering -----
 _MARK_STYLE = "background:#ffe58f;padding:0 2px;border-radius:2px"
-_CITED = re.compile(r"([^\[\]\n]+?)\s*\[(\d+)\]")
 
 
 def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
@@ -322,28 +322,17 @@ def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
     return "".join(out)
 
 
-def cited_spans(answer: str, n: int, passage: str) -> list[tuple[int, int]]:
-    """Where the answer's sentences marked [n] occur in passage n (the extractive answerer quotes verbatim)."""
-    spans = []
-    for sentence, ref in _CITED.findall(answer or ""):
-        if int(ref) != n:
-            continue
-        sentence = sentence.strip()
-        # A label such as "Closest match:" may precede the quote: try the sentence from each word on.
-        starts = [0] + [m.end() for m in re.finditer(r"\s+", sentence)][:8]
-        for start in starts:
-            piece = sentence[start:].strip()
-            pos = passage.find(piece) if len(piece) >= 6 else -1
-            if pos >= 0:
-                spans.append((pos, pos + len(piece)))
-                break
-    return spans
+# Where an answer's quotes stand in a passage, across wrapped lines and markdown (the chat's own rule).
+cited_spans = quoted_spans
+
+
+_PASSAGE_STYLE = ("font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;padding:0.4rem 0.8rem;"
+                  "max-height:12rem;overflow:auto")
 
 
 def text_block(body_html: str) -> None:
     """A passage in a quiet box that keeps its line breaks."""
-    st.html(f'<div style="white-space:pre-wrap;font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;'
-            f'padding:0.4rem 0.8rem;max-height:12rem;overflow:auto">{body_html}</div>')
+    st.html(f'<div style="white-space:pre-wrap;{_PASSAGE_STYLE}">{body_html}</div>')
 
 
 def source_label(path: str, page: int | None = None) -> str:
@@ -370,6 +359,6 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             passage = c.get("text") or ""
             spans = cited_spans(answer, n, passage)
             # Start the box a little before the first quoted sentence, so the highlight is in view.
-            start = passage.rfind("\n", 0, max(0, spans[0][0] - 200)) + 1 if spans and spans[0][0] > 300 else 0
-            body = marked_html(passage[start:], [(a - start, b - start) for a, b in spans])
-            text_block(("… " if start else "") + body)
+            start = passage.rfind("\n\n", 0, max(0, spans[0][0] - 200)) + 2 if spans and spans[0][0] > 300 else 0
+            body = passage_html(passage[start:], [(a - start, b - start) for a, b in spans if a >= start])
+            st.html(f'<div style="{_PASSAGE_STYLE}">{"… " if start else ""}{body}</div>')

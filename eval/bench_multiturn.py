@@ -41,33 +41,45 @@ def main() -> None:
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "multiturn.json"))
     args = parser.parse_args()
 
-    rules = {"rule": turn.FOLLOW_UP_MARGIN, "never fold": -2.0, "always fold": 2.0}
+    original = turn.retrieve_in_conversation
+
+    def forced(fold: bool):
+        def retrieve(wb, message, history, *, k, site_id):
+            if fold and any(m["role"] == "user" for m in history):
+                folded = wb.llm.condense(history, message)
+                return folded, wb.retrieve(folded, k=k, site_id=site_id)
+            return message, wb.retrieve(message, k=k, site_id=site_id)
+        return retrieve
+
+    rules = {"rule": (original, turn.FOLLOW_UP_MARGIN), "never fold": (forced(False), None),
+             "always fold": (forced(True), None)}
     for margin in args.margins:
-        rules[f"margin {margin:g}"] = margin
+        rules[f"rule, margin {margin:g}"] = (original, margin)
     results = {}
     with open_workbench() as wb:
         wb.ingest_texts(DOCS, site_id=SITE)
         embedder = wb.settings.embedder
         default = turn.FOLLOW_UP_MARGIN
-        for name, margin in rules.items():
-            turn.FOLLOW_UP_MARGIN = margin
+        for name, (retrieve, margin) in rules.items():
+            turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = retrieve, default if margin is None else margin
             try:
                 started = time.perf_counter()
                 records = ask_conversations(wb, SITE, k=args.k)
-                results[name] = {"rates": hit_rates(records), "seconds": time.perf_counter() - started,
-                                 "margin": margin, "records": records}
+                results[name] = {"top3": hit_rates(records), "first": hit_rates(records, "first"),
+                                 "seconds": time.perf_counter() - started, "records": records}
             finally:
-                turn.FOLLOW_UP_MARGIN = default
+                turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = original, default
 
     records = results["rule"]["records"]
-    console.print(f"{len(CONVERSATIONS)} conversations, {len(records)} turns, embedder {embedder}; "
-                  f"right source in the top 3 of an answer's sources:")
-    table = Table("follow-up rule", "en", "ru", "ja", "all", "seconds")
+    console.print(f"{len(CONVERSATIONS)} conversations, {len(records)} turns, embedder {embedder}; right source "
+                  f"in the top 3 of an answer's sources per language, and first (all turns; topic switches):")
+    table = Table("follow-up rule", "en", "ru", "ja", "all", "first: all", "switches first", "seconds")
     for name, result in results.items():
-        rates = result["rates"]
-        label = f"{name} (margin {result['margin']:g})" if name == "rule" else name
-        table.add_row(label, *(f"{rates[lang]:.1%}" for lang in ("en", "ru", "ja", "all")),
-                      f"{result['seconds']:.1f}")
+        top3, first = result["top3"], result["first"]
+        switches = [r["first"] for r in result["records"] if r["turn"] and r["switch"]]
+        label = f"{name} (margin {turn.FOLLOW_UP_MARGIN:g})" if name == "rule" else name
+        table.add_row(label, *(f"{top3[lang]:.1%}" for lang in ("en", "ru", "ja", "all")), f"{first['all']:.1%}",
+                      f"{sum(switches)}/{len(switches)}", f"{result['seconds']:.1f}")
     console.print(table)
     for r in records:
         if not r["hit"]:

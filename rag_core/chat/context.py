@@ -82,8 +82,11 @@ def trusted_order(hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list
     return [h for h in ordered if h.similarity >= ratio * best]
 
 
-def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> list[ChunkHit]:
-    """The hits chat may answer from, most similar first, within the context byte budget."""
+def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
+    """The hits chat may answer from, most similar first, within the context byte budget.
+
+    `ratio` leaves out hits below that share of the best one's similarity (0 keeps them all).
+    """
     settings = wb.settings
     floor = chat_floor(settings)  # per embedder: their cosines spread differently
     coverage: dict[int, float] = {}
@@ -92,7 +95,7 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> list
 
         coverage = term_coverage(wb.db, query, hits)
     kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
-    return within_budget(trusted_order(kept), settings.chat_context_bytes)
+    return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 
 
 def history_limit(configured: int) -> int:
@@ -124,7 +127,8 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
         except Exception:  # seed 002, AC22: a failed search leaves the knowledge part out, the rest goes on
             log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
             hits = []
-        chosen = grounded_hits(wb, query.strip(), hits)
+        # An external workflow's model reads every reference above the floor; no reader sees this as a list.
+        chosen = grounded_hits(wb, query.strip(), hits, ratio=0.0)
         if chosen:
             parts.append(format_references(chosen))
     recent = sessions.recent_messages(wb.db, user_id=user_id, site_id=site_id,

@@ -68,8 +68,8 @@ def _join_lines(lines: list[str]) -> str:
 def _blocks(text: str) -> list[tuple[str, str]]:
     """(kind, text) blocks of a passage: paragraph, item (a list item) or code (a fenced block).
 
-    Table rows, table rules, headings and images are left out: a row or a heading answers nothing
-    on its own, and a row quoted out of its table reads as debris.
+    Table rows, table rules and images are left out: a row quoted out of its table reads as debris.
+    A heading is a paragraph of its own, without its #.
     """
     blocks: list[tuple[str, str]] = []
     paragraph: list[str] = []
@@ -99,8 +99,11 @@ def _blocks(text: str) -> list[tuple[str, str]]:
             if len(body) > 1:  # a fence cut off by the chunk's end is closed here
                 blocks.append(("code", "\n".join([*body, fence.group(1)])))
             continue
-        if not line.strip() or _HEADING.match(line) or _is_table_row(line):
+        if not line.strip() or _is_table_row(line):
             flush()
+        elif _HEADING.match(line):  # a heading stands alone: "How to delete a document: run `rag delete`"
+            flush()
+            blocks.append(("paragraph", line.strip().lstrip("#").strip()))
         elif _LIST_ITEM.match(line):
             flush()
             item.append(_LIST_ITEM.sub("", line, count=1))
@@ -252,3 +255,28 @@ def join_quotes(parts: Sequence[str]) -> str:
             text += "\n\n" if "\n" in part or "\n" in text.rsplit("\n\n", 1)[-1] else " "
         text += part
     return text
+
+
+# Longer titles are file names or page headlines that would crowd the answer.
+MAX_NAMED_TITLE_CHARS = 80
+
+
+def compose(picked: Sequence[Sentence], titles: dict[int, str] | None = None) -> str:
+    """The answer: the picked units with their numbers, each passage's title named before its first quote.
+
+    A quoted sentence often leaves out what it is about, because its document's title says it
+    ("Its rail network is the best in Europe." in the article "Netherlands"); the title is named
+    unless the quote already mentions it.
+    """
+    titles = titles or {}
+    parts: list[str] = []
+    named: set[int] = set()
+    for s in picked:
+        title = " ".join((titles.get(s.passage) or "").split())
+        prefix = ""
+        if (title and s.passage not in named and len(title) <= MAX_NAMED_TITLE_CHARS
+                and title.lower() not in s.text.lower()):
+            prefix = f"{title} — "
+        named.add(s.passage)
+        parts.append(prefix + cite(s))
+    return join_quotes(parts)

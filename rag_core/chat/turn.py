@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_K = 50
-# How much less close to the new message the folded search's best passage may be than the message's
-# own best passage, and still be taken for a follow-up (measured on the multi-turn set).
-FOLLOW_UP_MARGIN = 0.05
+# How much closer (cosine) the message's own best passage must be to it than the folded search's best
+# passage, with more of its words too, for the message to be taken as a new topic (multi-turn set).
+FOLLOW_UP_MARGIN = 0.1
 LANGUAGES = ("en", "ru", "ja")
 
 
@@ -187,14 +187,15 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
 
 def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[dict[str, Any]], *, k: int,
                               site_id: str | None) -> tuple[str, list[ChunkHit]]:
-    """(retrieval query, hits) of a message in a conversation: the message alone unless it depends on it.
+    """(retrieval query, hits) of a message in a conversation: folded with it only when it depends on it.
 
     The message is searched on its own and, after an earlier question, folded with the conversation
-    (condensed by the model, or joined to the previous question without one). The folded search is
-    kept only when it stays about the new message: its best passage must be nearly as close to the
-    message alone as the message's own best passage (`FOLLOW_UP_MARGIN`). A follow-up ("and from the
-    command line?") finds little by itself, so the folded passage is as close as anything; a new topic
-    has its own close passage, and the previous topic's passage is far from it.
+    (condensed by the model, or joined to the previous question without one). The message alone
+    wins when its own best passage is closer to it than the folded search's best passage both in
+    words (more of the message's terms) and in meaning (cosine higher by more than
+    `FOLLOW_UP_MARGIN`): a new topic has such a passage, and the previous question must not
+    outrank it. A follow-up ("and from the command line?", "А высота?") has none, so the
+    conversation's topic is kept. Measured on the multi-turn set (eval/bench_multiturn.py).
     """
     alone = wb.retrieve(message, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
@@ -203,15 +204,17 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     if not folded or folded == message:
         return message, alone
     contextual = wb.retrieve(folded, k=k, site_id=site_id)
-    if not contextual:
+    if not alone or not contextual or alone[0].chunk_id == contextual[0].chunk_id:
+        return (folded, contextual) if contextual else (message, alone)
+    from rag_core.search.hybrid import term_coverage
+
+    own, other = alone[0], contextual[0]
+    coverage = term_coverage(wb.db, message, [own, other])
+    closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
+    closer_in_meaning = own.similarity - message_similarity(wb, message, [other], alone)[0] > FOLLOW_UP_MARGIN
+    if closer_in_words and closer_in_meaning:
         return message, alone
-    if not alone:
-        return folded, contextual
-    best_alone = alone[0].similarity
-    closeness = message_similarity(wb, message, [contextual[0]], alone)[0]
-    if closeness >= best_alone - FOLLOW_UP_MARGIN:
-        return folded, contextual
-    return message, alone
+    return folded, contextual
 
 
 def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],

@@ -81,7 +81,7 @@ class ExtractiveLLM(LLM):
         return f"{previous} {question}".strip() if previous else question
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
-        from rag_core.chat.extractive import answers_question, cite, join_quotes, pick_sentences, score_sentences
+        from rag_core.chat.extractive import answers_question, compose, pick_sentences, score_sentences
 
         words = labels(request.language)
         if not request.passages:
@@ -95,14 +95,15 @@ class ExtractiveLLM(LLM):
             embed = lambda texts: np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32)  # noqa: E731
             embed_query = lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32)  # noqa: E731
         context_query = request.retrieval_query if request.retrieval_query != request.question else ""
+        titles = {p.n: p.title for p in request.passages}
         scored = score_sentences(request.question, [(p.n, p.text) for p in request.passages],
                                  context_query=context_query, embed=embed, embed_query=embed_query)
         if not scored:
             text = words["no_answer"]
         elif answers_question(scored[0]):
-            text = join_quotes([cite(s) for s in pick_sentences(scored, max_sentences=self.max_sentences)])
+            text = compose(pick_sentences(scored, max_sentences=self.max_sentences), titles)
         else:
-            text = f"{words['no_answer']}\n{words['closest']} {cite(scored[0])}"
+            text = f"{words['no_answer']}\n{words['closest']} {compose(scored[:1], titles)}"
         if on_token:
             on_token(text)
         return text

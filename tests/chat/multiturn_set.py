@@ -40,9 +40,9 @@ DOCS: list[dict[str, str]] = [
              "pictures, and their recall two days later was 40% worse than after normal sleep. Slow-wave "
              "sleep after learning strengthens memory consolidation by replaying recent experience."},
     {"source": "en/aspirin.txt", "title": "Aspirin and colorectal cancer",
-     "text": "Long-term follow-up of five randomised trials showed that daily aspirin at 75 mg or more "
+     "text": "Long-term follow-up of five randomised trials showed that daily aspirin at a dose of 75 mg or more "
              "reduced the 20-year incidence of colorectal cancer by about 24% and deaths from it by 35%. "
-             "The benefit appeared only after five years of treatment, and bleeding was the main harm."},
+             "The protection appeared only after five years of treatment, and bleeding was the main harm."},
     {"source": "en/bcg.txt", "title": "BCG vaccination and tuberculosis in children",
      "text": "A meta-analysis of 14 studies found that BCG vaccination of infants reduced tuberculous "
              "infection by 19% among children exposed at home and protected strongly against meningitis and "
@@ -61,7 +61,7 @@ DOCS: list[dict[str, str]] = [
              "haemoglobin fell by 0.6 percentage points, independent of weight loss."},
     {"source": "en/carbapenem.txt", "title": "Carbapenem-resistant Escherichia coli",
      "text": "The New Delhi metallo-beta-lactamase NDM-1 hydrolyses carbapenems and is carried on plasmids "
-             "that move between Escherichia coli and Klebsiella strains. Colistin remains active against most "
+             "that spread between Escherichia coli and Klebsiella strains. Colistin remains active against most "
              "isolates, but resistance through the mcr-1 gene has been reported from pig farms."},
     # Russian: clauses in the style of building codes.
     {"source": "ru/evacuation.txt", "title": "Эвакуационные выходы",
@@ -155,13 +155,13 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
      ("And what does that do to heart attacks and strokes?", "en/statins.txt"),
      ("Which gene mutations cause artemisinin resistance in malaria parasites?", "en/malaria.txt")],
     [("What is associated with delayed parasite clearance after artemisinin treatment?", "en/malaria.txt"),
-     ("Where did the C580Y mutation spread?", "en/malaria.txt"),
+     ("Where did it spread?", "en/malaria.txt"),
      ("Does one night without sleep impair memory?", "en/sleep.txt")],
     [("How does the gut microbiota of obese mice differ from lean mice?", "en/microbiome.txt"),
-     ("What happened when it was transplanted into germ-free mice?", "en/microbiome.txt"),
-     ("Why does that lead to more body fat?", "en/microbiome.txt")],
+     ("What happened after transplantation?", "en/microbiome.txt"),
+     ("Why does that happen?", "en/microbiome.txt")],
     [("How common are off-target mutations with CRISPR-Cas9?", "en/crispr.txt"),
-     ("How were the cleavage sites detected?", "en/crispr.txt"),
+     ("How were they detected?", "en/crispr.txt"),
      ("Does BCG vaccination protect infants against tuberculosis?", "en/bcg.txt")],
     [("Does the BCG vaccine protect children exposed to tuberculosis at home?", "en/bcg.txt"),
      ("How long does the protection last?", "en/bcg.txt"),
@@ -173,21 +173,30 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
      ("What about smokers?", "en/telomeres.txt"),
      ("Does exercise training improve insulin sensitivity in type 2 diabetes?", "en/exercise.txt")],
     [("Can combined aerobic and resistance training reduce insulin resistance?", "en/exercise.txt"),
-     ("How much did glycated haemoglobin fall?", "en/exercise.txt"),
+     ("By how much did it fall?", "en/exercise.txt"),
      ("Which enzyme makes Escherichia coli resistant to carbapenems?", "en/carbapenem.txt")],
     [("Which enzyme hydrolyses carbapenems in E. coli?", "en/carbapenem.txt"),
-     ("Is colistin still active?", "en/carbapenem.txt"),
+     ("What still works against them?", "en/carbapenem.txt"),
      ("Did the high annual dose of cholecalciferol increase falls?", "en/vitamin-d.txt")],
     [("How does sleep deprivation affect the hippocampus?", "en/sleep.txt"),
-     ("And how much worse was recall?", "en/sleep.txt"),
+     ("And how much worse was it two days later?", "en/sleep.txt"),
      ("How long must aspirin be taken before it prevents colorectal cancer?", "en/aspirin.txt"),
      ("What is its main harm?", "en/aspirin.txt")],
+    # A long, specific question, then a short one on a new topic, then its follow-up.
+    [("Does a single annual high dose of cholecalciferol reduce fractures in women aged 70 or older?",
+      "en/vitamin-d.txt"),
+     ("Does aspirin prevent cancer?", "en/aspirin.txt"),
+     ("At what dose?", "en/aspirin.txt")],
+    [("Which mutations in the kelch13 propeller domain delay parasite clearance after artemisinin?",
+      "en/malaria.txt"),
+     ("What about statins?", "en/statins.txt"),
+     ("Do they cause muscle pain?", "en/statins.txt")],
     # Russian
     [("Какой должна быть ширина эвакуационного выхода?", "ru/evacuation.txt"),
      ("А высота?", "ru/evacuation.txt"),
      ("Какой предел огнестойкости нужен для несущих стен?", "ru/fire-resistance.txt")],
     [("Где нужны незадымляемые лестничные клетки?", "ru/stairs.txt"),
-     ("Как в них обеспечивается подпор воздуха?", "ru/stairs.txt"),
+     ("А как туда подаётся воздух?", "ru/stairs.txt"),
      ("Какой воздухообмен нужен в жилых комнатах?", "ru/ventilation.txt")],
     [("Какая глубина заложения фундаментов на пучинистых грунтах?", "ru/foundations.txt"),
      ("А на непучинистых песках?", "ru/foundations.txt"),
@@ -199,13 +208,13 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
      ("А какой должна быть его ширина?", "ru/ramps.txt"),
      ("Какой индекс изоляции воздушного шума у межквартирных перекрытий?", "ru/noise.txt")],
     [("Какие противопожарные расстояния между жилыми зданиями?", "ru/distances.txt"),
-     ("А если одно из зданий V степени огнестойкости?", "ru/distances.txt"),
+     ("А если одно из них V степени?", "ru/distances.txt"),
      ("Какой коэффициент естественной освещённости нужен в жилых комнатах?", "ru/daylight.txt")],
     [("Какой коэффициент естественной освещённости требуется в жилой комнате?", "ru/daylight.txt"),
      ("А на кухне?", "ru/daylight.txt"),
      ("Сколько воздуха удаляется из кухни с электроплитой?", "ru/ventilation.txt")],
-    [("Какой предел огнестойкости у перекрытий зданий I степени?", "ru/fire-resistance.txt"),
-     ("Чем подтверждают огнезащиту металлических конструкций?", "ru/fire-resistance.txt"),
+    [("Какой предел огнестойкости у несущих стен зданий I степени?", "ru/fire-resistance.txt"),
+     ("А для перекрытий?", "ru/fire-resistance.txt"),
      ("В какую сторону открываются двери эвакуационных выходов?", "ru/evacuation.txt")],
     [("На какой высоте размещают ручные пожарные извещатели?", "ru/alarm.txt"),
      ("А где именно их ставят?", "ru/alarm.txt"),
@@ -213,6 +222,10 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
     [("Какой уровень ударного шума допускается под перекрытием?", "ru/noise.txt"),
      ("А воздушного?", "ru/noise.txt"),
      ("С какой высоты зданий нужны незадымляемые лестничные клетки?", "ru/stairs.txt")],
+    [("Какой ширины должен быть эвакуационный выход при числе эвакуирующихся более 50 человек?",
+      "ru/evacuation.txt"),
+     ("Что с уклоном кровли?", "ru/roof.txt"),
+     ("А водосточные воронки?", "ru/roof.txt")],
     # Japanese
     [("富士山の標高は何メートルですか？", "ja/fuji.txt"),
      ("最後に噴火したのはいつですか？", "ja/fuji.txt"),
@@ -224,13 +237,13 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
      ("所要時間はどれくらいでしたか？", "ja/shinkansen.txt"),
      ("将棋の盤の大きさは？", "ja/shogi.txt")],
     [("将棋で使う駒は何枚ですか？", "ja/shogi.txt"),
-     ("チェスとの違いは何ですか？", "ja/shogi.txt"),
+     ("他のゲームとの違いは？", "ja/shogi.txt"),
      ("わび茶を大成したのは誰ですか？", "ja/tea.txt")],
     [("茶道の三千家とは何ですか？", "ja/tea.txt"),
      ("それを大成したのはいつの時代ですか？", "ja/tea.txt"),
      ("ソメイヨシノはどの品種の雑種ですか？", "ja/sakura.txt")],
     [("ソメイヨシノを広めたのは誰ですか？", "ja/sakura.txt"),
-     ("東京の開花はどこで観測されますか？", "ja/sakura.txt"),
+     ("どこで観測されますか？", "ja/sakura.txt"),
      ("琵琶湖の面積はどれくらいですか？", "ja/biwa.txt")],
     [("日本最大の湖はどこにありますか？", "ja/biwa.txt"),
      ("そこから流れ出る川は？", "ja/biwa.txt"),
@@ -242,11 +255,14 @@ CONVERSATIONS: list[list[tuple[str, str]]] = [
      ("彼を襲ったのは誰ですか？", "ja/nobunaga.txt"),
      ("自然湧出量が日本一の温泉はどこですか？", "ja/onsen.txt")],
     [("草津温泉はどこにありますか？", "ja/onsen.txt"),
-     ("湯もみはなぜ行われますか？", "ja/onsen.txt"),
+     ("お湯の特徴は？", "ja/onsen.txt"),
      ("大相撲の本場所は年に何回ありますか？", "ja/sumo.txt")],
     [("大相撲の最高位は何ですか？", "ja/sumo.txt"),
-     ("土俵の直径は？", "ja/sumo.txt"),
+     ("直径は？", "ja/sumo.txt"),
      ("富士山が世界文化遺産に登録されたのはいつですか？", "ja/fuji.txt")],
+    [("織田信長が桶狭間の戦いで破った相手は誰ですか？", "ja/nobunaga.txt"),
+     ("琵琶湖は？", "ja/biwa.txt"),
+     ("面積は？", "ja/biwa.txt")],
 ]
 
 
@@ -267,18 +283,19 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
                 turn = wb.chat(message, session_id=session, k=k, site_id=site_id)
                 paths = [s.path for s in turn.sources[:top]]
                 records.append({"conversation": c, "turn": t, "language": language_of(expected),
+                                "switch": t > 0 and conversation[t - 1][1] != expected,
                                 "message": message, "expected": expected, "hit": expected in paths,
+                                "first": paths[:1] == [expected],
                                 "sources": paths, "retrieval_query": turn.retrieval_query})
         finally:
             wb.chat_reset(session)
     return records
 
 
-def hit_rates(records: list[dict]) -> dict[str, float]:
-    """Share of turns whose expected source was in the top three, per language and overall."""
+def hit_rates(records: list[dict], key: str = "hit") -> dict[str, float]:
+    """Share of turns whose expected source was in the top three (`key="first"`: first), per language and overall."""
     rates = {}
-    for lang in ("en", "ru", "ja"):
-        mine = [r["hit"] for r in records if r["language"] == lang]
+    for lang in ("en", "ru", "ja", "all"):
+        mine = [r[key] for r in records if lang in ("all", r["language"])]
         rates[lang] = sum(mine) / len(mine) if mine else 0.0
-    rates["all"] = sum(r["hit"] for r in records) / len(records) if records else 0.0
     return rates

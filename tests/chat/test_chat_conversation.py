@@ -67,17 +67,15 @@ def test_the_right_source_is_in_the_top_three_for_nine_turns_in_ten(multiturn_re
     assert min(rates["en"], rates["ru"], rates["ja"]) >= 0.8, (rates, misses)
 
 
-def test_a_new_topic_is_searched_on_its_own_and_a_follow_up_with_its_topic(multiturn_records) -> None:
-    first_turns = [r for r in multiturn_records if r["turn"] == 0]
-    switches = [r for r in multiturn_records if r["turn"] > 0
-                and r["expected"] != multiturn_records[multiturn_records.index(r) - 1]["expected"]]
-    follow_ups = [r for r in multiturn_records if r["turn"] > 0 and r not in switches]
-    assert len(switches) >= 25 and len(follow_ups) >= 30
-    # a new topic is never searched with the previous question: it is asked as if the conversation were new
-    assert sum(r["retrieval_query"] == r["message"] for r in switches) >= 0.9 * len(switches)
-    assert sum(r["hit"] for r in switches) >= 0.9 * len(switches)
-    assert sum(r["hit"] for r in follow_ups) >= 0.85 * len(follow_ups)
-    assert all(r["retrieval_query"] == r["message"] for r in first_turns)
+def test_a_new_topic_is_answered_first_from_its_own_source_and_a_follow_up_from_its_topic(multiturn_records) -> None:
+    """Folding every message with the previous question put the old topic first on 8 of 35 switches;
+    searching every message alone lost the topic of 15 of 38 follow-ups."""
+    switches = [r for r in multiturn_records if r["switch"]]
+    follow_ups = [r for r in multiturn_records if r["turn"] > 0 and not r["switch"]]
+    assert len(switches) >= 30 and len(follow_ups) >= 30
+    assert sum(r["first"] for r in switches) >= 0.85 * len(switches), [r for r in switches if not r["first"]]
+    assert sum(r["first"] for r in follow_ups) >= 0.9 * len(follow_ups), [r for r in follow_ups if not r["first"]]
+    assert all(r["retrieval_query"] == r["message"] for r in multiturn_records if r["turn"] == 0)
 
 
 def test_sources_are_numbered_by_similarity(wb, multiturn_site, session_id) -> None:
@@ -104,7 +102,7 @@ def test_a_follow_up_quotes_the_code_block_its_lead_in_introduces(wb, help_site,
     assert turn.sources[0].path == "docs/delete.md"
     assert "From the command line: [1]\n```\n.venv/bin/rag delete docs/old.md\n```" in turn.answer
     for line in turn.answer.splitlines():
-        assert not line.rstrip().endswith((":", ": [1]")) or line.startswith("From the command line"), line
+        assert not line.rstrip().endswith((":", ": [1]")) or "From the command line" in line, line
     assert turn.answer.count("`") % 2 == 0
 
 

@@ -130,6 +130,7 @@ Ends with a lead-in:"""
 def test_answer_units_are_whole_sentences_items_and_blocks() -> None:
     units = split_sentences(MARKDOWN)
     assert units == [
+        "Deleting documents",
         "On the Documents page, tick a document and press Delete.",
         "From the command line:\n```\n.venv/bin/rag delete docs/old.md\n```",
         "The REST call is `DELETE /documents?source=docs/old.md&site=x` and it answers 204.",
@@ -157,3 +158,33 @@ def test_sources_read_most_similar_first_without_the_far_weaker_ones() -> None:
     hits[0].similarity, hits[1].similarity, hits[2].similarity = 0.226, 0.293, 0.1
     assert [h.chunk_id for h in trusted_order(hits)] == [2, 1]
     assert trusted_order([]) == []
+
+
+def test_a_quote_names_its_document_unless_it_says_it() -> None:
+    from rag_core.chat.extractive import Sentence, compose
+
+    picked = [Sentence(1, 0, "国内の都市間鉄道網は欧州でも随一である。"), Sentence(1, 1, "首都はアムステルダム。"),
+              Sentence(2, 0, "Hybrid search fuses two rankings.")]
+    assert compose(picked, {1: "オランダ", 2: "Hybrid search"}) == (
+        "オランダ — 国内の都市間鉄道網は欧州でも随一である。 [1] 首都はアムステルダム。 [1] "
+        "Hybrid search fuses two rankings. [2]")
+    assert compose(picked[:1]) == "国内の都市間鉄道網は欧州でも随一である。 [1]"
+
+
+def test_source_panels_render_markdown_with_the_quotes_marked() -> None:
+    from rag_core.chat.citations import passage_html, quoted_spans
+
+    passage = ("# Deleting\n\nTo delete a document, open the\nDocuments page. From the command line:\n\n"
+               "```\nrag delete x\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- item one here\n- item two <b>x</b>")
+    answer = ("Deleting — To delete a document, open the Documents page. [1] From the command line: [1]\n"
+              "```\nrag delete x\n```\n\nitem two <b>x</b> [1] Elsewhere said. [2]")
+    spans = quoted_spans(answer, 1, passage)
+    assert [passage[a:b] for a, b in spans] == [
+        "To delete a document, open the\nDocuments page.", "From the command line:", "```\nrag delete x\n```",
+        "item two <b>x</b>"]
+    assert quoted_spans(answer, 2, passage) == []
+    html = passage_html(passage, spans)
+    assert "<h1>Deleting</h1>" in html and "<table>" in html and "<td>1</td>" in html and "# Deleting" not in html
+    assert "<pre><code><mark" in html and "rag delete x</mark>" in html
+    assert "<li><mark" in html and "&lt;b&gt;x&lt;/b&gt;</mark></li>" in html and "<b>" not in html
+    assert html.count("<mark") == html.count("</mark>") == 5
