@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := redis-server chromium chromium-driver
 # write, and `make eval` reads RAG_EVAL_DATA (fill it with `rag eval fetch scifact jsquad`).
 EVAL_DATA_ENV := $(if $(RAG_EVAL_DATA),,$(if $(wildcard ../shared/eval-data),RAG_EVAL_DATA=$(abspath ../shared/eval-data)))
 
-.PHONY: run serve mcp test install install-dev system-deps eval lint clean-venv
+.PHONY: run serve mcp lab test install install-dev system-deps eval lint clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is required"'
@@ -23,7 +23,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[dev,torch,eval]'
+	$(PIP) install -e '.[dev,torch,eval,notebooks]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@ $(VENV)/.installed $(VENV)/.installed-lab
+
+$(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[notebooks]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(VENV)/.installed
 
@@ -50,6 +55,14 @@ serve: $(VENV)/.installed
 
 mcp: $(VENV)/.installed
 	$(BIN)/rag mcp
+
+# JupyterLab on loopback over notebooks/ (as root too, as in a container). The project's .env is exported first, so the kernels use the
+# same RAG_DATA_DIR (one embedded PostgreSQL) as `make run` and `rag`; LAB_PORT picks the port.
+LAB_PORT ?= 8888
+lab: $(VENV)/.installed-lab
+	set -a; [ ! -f .env ] || . ./.env; set +a; \
+	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser --ServerApp.root_dir=notebooks \
+	  $$([ "$$(id -u)" != 0 ] || echo --allow-root)
 
 test: $(VENV)/.installed-dev system-deps
 	$(EVAL_DATA_ENV) $(BIN)/python -m pytest -q

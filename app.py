@@ -12,7 +12,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import app_ui  # noqa: E402
 
-st.set_page_config(page_title="RAG workbench", page_icon=":material/travel_explore:", layout="wide")
+# The favicon is a file beside the app, served by the app itself: a material-icon favicon would be fetched
+# from an outside font host, and the workbench makes no request beyond its own server.
+st.set_page_config(page_title="RAG workbench", page_icon=str(Path(__file__).resolve().parent / "app_icon.png"),
+                   layout="wide")
 
 # The folder is app_pages/, not pages/: Streamlit runs a pages/ folder as old-style standalone pages
 # (no site picker, no wide layout) when a fresh server's first request is a page URL such as /search.
@@ -30,8 +33,8 @@ app_ui.site_selector()
 info = app_ui.call(app_ui.status, app_ui.current_site())
 app_ui.show_flash()
 if info:
-    st.sidebar.caption(f"{info['documents']:,} documents · {info['chunks']:,} chunks · "
-                       f"{info['embedder'] or info['configured_embedder']}")
+    st.sidebar.caption(f"{app_ui.plural(info['documents'], 'document')} · "
+                       f"{app_ui.plural(info['chunks'], 'chunk')} · {info['embedder'] or info['configured_embedder']}")
     if info["embedder_mismatch"]:
         st.sidebar.error(info["embedder_mismatch"])
 page.run()

@@ -72,13 +72,35 @@ def flash(message: str) -> None:
     st.session_state["flash"] = [*st.session_state.get("flash", []), message]
 
 
+def toast_next(message: str) -> None:
+    """Show `message` as a toast in the next run (a toast raised just before st.rerun would be lost)."""
+    st.session_state["toasts"] = [*st.session_state.get("toasts", []), message]
+
+
 def show_flash() -> None:
-    """The messages left by `flash` for this run."""
-    messages = st.session_state.get("flash", [])
-    if messages:
-        del st.session_state["flash"]
+    """The messages left by `flash` and `toast_next` for this run."""
+    messages = st.session_state.pop("flash", [])
     for message in messages:
         st.success(message, icon=":material/check_circle:")
+    for message in st.session_state.pop("toasts", []):
+        st.toast(message, icon=":material/check_circle:")
+
+
+def after_write(result_key: str | None = None, result: Any = None) -> None:
+    """After a write: forget cached reads, keep `result` for the next run, and run the page again at once.
+
+    Metrics, sidebar counts and tables drawn above the button then show what the write changed, not the
+    state one action behind.
+    """
+    invalidate()
+    if result_key is not None:
+        st.session_state[result_key] = result
+    st.rerun()
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 document', '2 documents' (and `many` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 # ----- cached reads (aggregated in SQL by the Workbench; cached briefly because they run on every rerun) -----
@@ -174,6 +196,32 @@ def narrow_by_facets(params: dict[str, Any], types: Sequence[str], months: Seque
             end = min(end, params["date_to"])
         narrowed["date_from"], narrowed["date_to"] = start, end
     return narrowed
+
+
+DOWNLOAD_CAP = 500  # results in a search download: every page of the search up to this many
+
+
+def all_results(workbench_: Any, params: dict[str, Any], cap: int = DOWNLOAD_CAP,
+                page_size: int = 50) -> list[dict[str, Any]]:
+    """Every result of a search, page after page (50: the largest the search serves), up to `cap`; for the
+    downloads, so logged as not typed."""
+    size = page_size
+    results: list[dict[str, Any]] = []
+    page = 1
+    while len(results) < cap:
+        response = workbench_.search(**{**params, "limit": size}, page=page, typed=False)
+        results += response["results"]
+        if page >= response["total_pages"] or not response["results"]:
+            break
+        page += 1
+    return results[:cap]
+
+
+def related_queries(query: str, suggestions: Sequence[str]) -> list[str]:
+    """The suggestions worth a click: earlier queries, not this query with a word added to it."""
+    words = query.strip().lower()
+    return [s for s in suggestions if s.strip() and not s.strip().lower().startswith(words)
+            and s.strip().lower() != words]
 
 
 # ----- site -----

@@ -8,7 +8,7 @@ import streamlit as st
 
 import app_ui as ui
 
-ui.wb()
+wb = ui.wb()
 site = ui.current_site()
 st.title("Analytics")
 period = st.segmented_control("Period", list(ui.PERIODS), default="Last 7 days", key="analytics_period") \
@@ -18,8 +18,11 @@ metrics = ui.call(ui.search_metrics, site, period, default=None)
 latency = ui.call(ui.latency_histogram, site, period, default=None)
 if metrics is not None and latency is not None:
     cols = st.columns(6)
-    cols[0].metric("Searches", f"{metrics['searches']:,}")
-    cols[1].metric("Zero results", f"{metrics['zero_results']:,}")
+    cols[0].metric("Searches", f"{metrics['typed_searches']:,}",
+                   help="Queries people typed (in the app, the CLI, the API). Page, filter and chart clicks and "
+                        f"downloads re-run a search without counting here; with them: {metrics['searches']:,}.")
+    cols[1].metric("Zero results", f"{metrics['zero_results']:,}",
+                   help="Typed queries that found nothing; a search left empty by a date filter is not counted.")
     cols[2].metric("Errors", f"{metrics['errors']:,}")
     cols[3].metric("Cache hits", f"{metrics['cache_hits']:,}")
     for col, name in ((cols[4], "p50_ms"), (cols[5], "p95_ms")):
@@ -52,7 +55,7 @@ if metrics is not None and latency is not None:
             ui.count_axis(fig, [b["searches"] for b in buckets])
             st.plotly_chart(fig, width="stretch")
         left, right = st.columns(2)
-        left.markdown("**Popular queries**")
+        left.markdown("**Popular queries** (typed, not clicks)")
         left.dataframe([{"query": q["query"], "searches": q["count"], "last": q["last_at"][:16].replace("T", " ")}
                         for q in metrics["popular_queries"]], hide_index=True, width="stretch")
         right.markdown("**Zero-result queries**")
@@ -62,7 +65,63 @@ if metrics is not None and latency is not None:
         else:
             right.caption("Every query found something.")
 
-st.subheader("Retrieval quality (latest evaluation)")
+# ----- the user's own judged queries -----
+judge_site = ui.target_site()
+st.subheader("Retrieval quality on your documents")
+st.caption(f"Site **{judge_site}**. Judge hits with **Mark relevant** on the Search page, or upload a "
+           "queries file (BEIR `queries.jsonl`, or id⇥text per line) and a `qrels.tsv` (query-id⇥corpus-id⇥score, "
+           "corpus ids being the sources shown in the Ingestion page's table).")
+judged = ui.call(wb.judged_queries, judge_site, default=None)
+with st.expander("Upload judged queries", icon=":material/upload:"):
+    up_q, up_r = st.columns(2)
+    queries_file = up_q.file_uploader("Queries", type=["jsonl", "tsv", "txt"], key="judged_queries_file")
+    qrels_file = up_r.file_uploader("Qrels", type=["tsv", "txt"], key="judged_qrels_file")
+    if st.button("Add to the judged set", key="judged_import", disabled=not (queries_file and qrels_file),
+                 icon=":material/playlist_add:"):
+        added = ui.call(wb.import_judged_queries, queries_file.getvalue(), qrels_file.getvalue(), site_id=judge_site)
+        if added is not None:
+            ui.toast_next(f"Judged set: {ui.plural(added['queries'], 'query', 'queries')}.")
+            ui.after_write()
+if judged and judged["queries"]:
+    run_cols = st.columns([2, 1, 3])
+    judged_mode = run_cols[0].segmented_control("Mode", ["hybrid", "semantic", "fulltext"], default="hybrid",
+                                                key="judged_mode") or "hybrid"
+    if run_cols[1].button(f"Evaluate {ui.plural(judged['queries'], 'query', 'queries')}", key="judged_run",
+                          type="primary", icon=":material/play_arrow:"):
+        bar = st.progress(0.0, text="Searching ...")
+        result = ui.call(wb.evaluate_judged, judge_site, mode=judged_mode,
+                         progress=lambda n, total: bar.progress(n / total, text=f"Query {n} of {total}"))
+        bar.empty()
+        if result is not None:
+            ui.after_write()
+    own = ui.call(wb.judged_results, judge_site, default=[]) or []
+    if own:
+        st.dataframe([{"mode": r["mode"], "queries": r["queries"], "hit@5": r.get("hit@5"),
+                       "recall@5": r.get("recall@5"), "mrr@10": r.get("mrr@10"), "ndcg@10": r.get("ndcg@10"),
+                       "p95 ms": (r.get("latency_ms") or {}).get("p95"), "embedder": r.get("embedder"),
+                       "evaluated": str(r.get("written", ""))[:16].replace("T", " ")} for r in own],
+                     hide_index=True, width="stretch", key="judged_results_table")
+        queries_by_id = {i["id"]: i for i in judged["items"]}
+        with st.expander("Per query (the latest evaluation)"):
+            latest = max(own, key=lambda r: str(r.get("written", "")))
+            st.dataframe([{"query": queries_by_id.get(q["query_id"], {}).get("query", q["query_id"]),
+                           "hit": bool(q["hit"]), "rank of a relevant hit": next(
+                               (i for i, d in enumerate(q["ranked"], 1)
+                                if d in queries_by_id.get(q["query_id"], {}).get("relevant", [])), None),
+                           "relevant": ", ".join(queries_by_id.get(q["query_id"], {}).get("relevant", []))}
+                          for q in latest.get("per_query", [])], hide_index=True, width="stretch")
+    else:
+        st.info(f"{ui.plural(judged['queries'], 'judged query', 'judged queries')} · "
+                f"{ui.plural(judged['judgements'], 'judgement')}. Run the evaluation to score search on them.")
+    st.caption(f"Kept in BEIR layout (queries.jsonl, qrels.tsv, corpus.jsonl of the judged sources) in "
+               f"`{judged['folder']}`.")
+else:
+    st.info("No judged queries for this site yet. Mark hits relevant on the Search page or upload a file above.",
+            icon=":material/rule:")
+
+st.subheader("Developers' benchmark sets")
+st.caption("Public BEIR sets (SciFact, JSQuAD, Russian building codes) the developers measure every change on, "
+           "in their own `eval:*` sites: they say how the method does, not how it does on your documents.")
 results = ui.call(ui.evaluation_results, default=[]) or []
 if not results:
     st.info("No evaluation results yet. Make them with `make eval`, or for one set and mode:\n\n"

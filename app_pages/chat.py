@@ -26,7 +26,7 @@ def _new_session() -> None:
 
 # ----- sidebar: sessions -----
 stored = ui.call(ui.sessions, site, default=[]) or []
-titles = {s["id"]: f"{s['title'] or 'Untitled'} · {s['messages']} msgs" for s in stored}
+titles = {s["id"]: f"{s['title'] or 'Untitled'} · {ui.plural(s['messages'], 'message')}" for s in stored}
 session_id = st.session_state.chat_session
 if site is not None and session_id not in titles:
     current = ui.call(wb.get_session, session_id, default=None)
@@ -44,13 +44,43 @@ with st.sidebar:
     st.selectbox("Session", options, format_func=lambda sid: titles[sid], key="chat_session_pick",
                  on_change=_pick_session)
     left, right = st.columns(2)
-    left.button("New", on_click=_new_session, icon=":material/add_comment:", width="stretch")
-    if right.button("Reset", icon=":material/restart_alt:", width="stretch",
-                    help="Forget this session: its messages are deleted."):
-        if ui.call(wb.chat_reset, session_id) is not None:
-            ui.invalidate()
-            _new_session()
+    left.button("New", on_click=_new_session, icon=":material/add_comment:", width="stretch", key="chat_new")
+    stored_session = session_id in {s["id"] for s in stored}
+    if right.button("Reset", icon=":material/restart_alt:", width="stretch", key="chat_reset",
+                    disabled=not stored_session, help="Delete this conversation and its messages (asks first)."):
+        st.session_state.chat_confirm_reset = session_id
+    if st.session_state.get("chat_confirm_reset") == session_id:
+        st.warning(f"Delete **{titles[session_id]}** and its messages for good?", icon=":material/warning:")
+        yes, no = st.columns(2)
+        if yes.button("Delete", type="primary", key="chat_reset_yes", width="stretch"):
+            st.session_state.pop("chat_confirm_reset", None)
+            if ui.call(wb.chat_reset, session_id) is not None:
+                ui.toast_next("Conversation deleted; a new one starts here.")
+                _new_session()
+                ui.after_write()
+        if no.button("Cancel", key="chat_reset_no", width="stretch"):
+            st.session_state.pop("chat_confirm_reset", None)
             st.rerun()
+    if stored:
+        with st.expander("Rename or delete a conversation", icon=":material/edit_note:"):
+            by_id = {s["id"]: s for s in stored}
+            chosen = st.selectbox("Conversation", list(by_id), format_func=lambda sid: titles[sid],
+                                  key="chat_manage_pick", index=list(by_id).index(session_id) if stored_session else 0)
+            new_title = st.text_input("New title", value=by_id[chosen]["title"] or "", key=f"chat_title_{chosen}",
+                                      max_chars=200)
+            if st.button("Rename", key="chat_rename", icon=":material/edit:",
+                         disabled=not new_title.strip() or new_title.strip() == (by_id[chosen]["title"] or "")):
+                if ui.call(wb.rename_session, chosen, new_title) is not None:
+                    ui.toast_next(f"Renamed to '{new_title.strip()}'.")
+                    ui.after_write()
+            sure = st.checkbox("Delete it and its messages for good", key=f"chat_delete_sure_{chosen}")
+            if st.button("Delete conversation", key="chat_delete", type="primary", disabled=not sure,
+                         icon=":material/delete:"):
+                if ui.call(wb.delete_session, chosen) is not None:
+                    ui.toast_next(f"Deleted '{titles[chosen].rsplit(' · ', 1)[0]}'.")
+                    if chosen == session_id:
+                        _new_session()
+                    ui.after_write()
     answerer = ui.call(lambda: wb.llm.describe(), default=None)  # a bad RAG_LLM setting shows here, not as a trace
     if answerer:
         st.caption(f"Answers by `{answerer}`")

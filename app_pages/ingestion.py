@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hmac
+import math
+
 import streamlit as st
 
 import app_ui as ui
@@ -40,10 +43,14 @@ if info is not None:
 upload, folder, web = st.tabs(["Upload files", "Folder on the server", "Web pages"])
 
 with upload:
+    # The limit shown under the uploader is the store's own per-file limit (RAG_MAX_FILE_MB).
+    limit_mb = max(1, math.ceil(wb.settings.max_file_mb))
     files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files",
-                             type=sorted(t.lstrip(".") for t in SUPPORTED_TYPES),
-                             help="Unchanged files (same bytes) are skipped without embedding.")
-    if st.button(f"Ingest {len(files or [])} file(s)", disabled=not files, type="primary", key="upload_go"):
+                             type=sorted(t.lstrip(".") for t in SUPPORTED_TYPES), max_upload_size=limit_mb,
+                             help=f"Up to {limit_mb} MB per file (`RAG_MAX_FILE_MB`). Unchanged files (same bytes) "
+                                  "are skipped without embedding.")
+    if st.button(f"Ingest {ui.plural(len(files or []), 'file')}", disabled=not files, type="primary",
+                 key="upload_go"):
         bar = st.progress(0.0, text="Starting ...")
         outcomes = []
         for i, f in enumerate(files, 1):
@@ -52,7 +59,9 @@ with upload:
             if outcome is not None:
                 outcomes.append(outcome)
         bar.progress(1.0, text=f"Done: {len(outcomes)} of {len(files)} files processed")
-        ui.invalidate()
+        ui.after_write("upload_result", outcomes)
+    outcomes = st.session_state.get("upload_result")
+    if outcomes is not None:
         for o in outcomes:
             if o.status == "failed":
                 st.warning(f"{o.source}: {o.reason}")
@@ -71,17 +80,42 @@ with folder:
                          site_id=target, progress=ui.progress_reporter(bar))
         bar.empty()
         if report is not None:
-            ui.invalidate()
-            ui.show_ingest_report(report)
+            ui.after_write("folder_result", report)
+    if st.session_state.get("folder_result") is not None:
+        ui.show_ingest_report(st.session_state.folder_result)
 
 with web:
-    allowed = wb.settings.allowed_domains
+    allowlist = ui.call(wb.crawl_allowlist, default=None) or {"environment": [], "stored": [], "effective": []}
+    allowed = allowlist["effective"]
     if allowed:
         st.caption("The crawler may fetch only these domains (and their subdomains): "
-                   + ", ".join(f"`{d}`" for d in allowed) + ". Set `RAG_ALLOWED_DOMAINS` to change the list.")
+                   + ", ".join(f"`{d}`" for d in allowed) + ".")
     else:
-        st.warning("`RAG_ALLOWED_DOMAINS` is empty, so the crawler refuses every URL. Set it (e.g. "
-                   "`RAG_ALLOWED_DOMAINS=example.com`) and restart the app.", icon=":material/block:")
+        st.warning("The crawl allowlist is empty, so the crawler refuses every URL. An admin adds the domains "
+                   "below (or sets `RAG_ALLOWED_DOMAINS`).", icon=":material/block:")
+    with st.expander("Crawl allowlist (admin)", icon=":material/admin_panel_settings:", expanded=not allowed):
+        if allowlist["environment"]:
+            st.caption("From the environment (`RAG_ALLOWED_DOMAINS`, always allowed): "
+                       + ", ".join(f"`{d}`" for d in allowlist["environment"]))
+        admin_key = wb.settings.admin_api_key
+        key_given = st.text_input("Admin key (RAG_ADMIN_API_KEY)", type="password", key="allowlist_admin_key") \
+            if admin_key else ""
+        is_admin = not admin_key or hmac.compare_digest(key_given.encode(), admin_key.encode())
+        if not admin_key:
+            st.caption("No `RAG_ADMIN_API_KEY` is set, so whoever uses this app may edit the list; set it to "
+                       "require the admin key here.")
+        text = st.text_area("Also allowed (one domain per line: example.com, *.example.com, example.com:8080)",
+                            value="\n".join(allowlist["stored"]), key="allowlist_text", height=100,
+                            disabled=not is_admin)
+        if st.button("Save allowlist", key="allowlist_save", disabled=not is_admin, icon=":material/save:"):
+            saved = ui.call(wb.set_crawl_allowlist, text, updated_by="app")
+            if saved is not None:
+                ui.toast_next(f"Crawl allowlist saved: {ui.plural(len(saved['effective']), 'domain')}.")
+                st.session_state.pop("allowlist_text", None)
+                ui.after_write()
+        if admin_key and key_given and not is_admin:
+            st.error("That is not the admin key.", icon=":material/key_off:")
+        st.caption("Private and loopback addresses stay refused unless `RAG_ALLOW_PRIVATE_NETWORKS=true` is set.")
 
     def show_web_report(report) -> None:
         data = report.to_dict()
@@ -93,25 +127,26 @@ with web:
             st.dataframe(data["documents"], hide_index=True, width="stretch")
 
     url = st.text_input("One page", key="web_url", placeholder="https://example.com/guide/start")
-    if st.button("Add page", disabled=not url.strip(), key="web_add"):
+    if st.button("Add page", disabled=not (url.strip() and allowed), key="web_add"):
         bar = st.progress(0.0, text="Fetching ...")
         report = ui.call(wb.ingest_url, url.strip(), site_id=target, progress=ui.progress_reporter(bar, "Fetched"))
         bar.empty()
         if report is not None:
-            ui.invalidate()
-            show_web_report(report)
+            ui.after_write("web_result", report)
     st.divider()
     idx, pat = st.columns([3, 2])
     index_url = idx.text_input("Index page to crawl (depth 1)", key="web_index", placeholder="https://example.com/docs/")
     pattern = pat.text_input("Link pattern (regular expression)", key="web_pattern", placeholder=r"\.html$")
-    if st.button("Crawl", disabled=not index_url.strip(), key="web_crawl"):
+    if st.button("Crawl", disabled=not (index_url.strip() and allowed), key="web_crawl",
+                 help=None if allowed else "Add a domain to the crawl allowlist first."):
         bar = st.progress(0.0, text="Reading the index page ...")
         report = ui.call(wb.ingest_index, index_url.strip(), pattern, site_id=target,
                          progress=ui.progress_reporter(bar, "Fetched"))
         bar.empty()
         if report is not None:
-            ui.invalidate()
-            show_web_report(report)
+            ui.after_write("web_result", report)
+    if st.session_state.get("web_result") is not None:
+        show_web_report(st.session_state.web_result)
 
 # ----- sources table -----
 st.subheader("Sources")
@@ -132,7 +167,7 @@ else:
                           selection_mode="multi-row", key=f"sources_table_{gen}",
                           column_config={"indexed at": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
     chosen = [rows[i] for i in picked.selection.rows if i < len(rows)]
-    confirm = st.checkbox(f"Delete the {len(chosen)} selected source(s) and their chunks", key=f"sources_confirm_{gen}",
+    confirm = st.checkbox(f"Delete the {ui.plural(len(chosen), 'selected source')} and their chunks", key=f"sources_confirm_{gen}",
                           disabled=not chosen)
     if st.button("Delete selected", type="primary", disabled=not (chosen and confirm), key="sources_delete",
                  icon=":material/delete:"):
@@ -140,7 +175,6 @@ else:
         for r in chosen:
             result = ui.call(wb.delete_source, r["source"], site_id=r["site_id"])
             deleted += result["documents"] if result else 0
-        ui.invalidate()
         st.session_state.sources_generation = gen + 1
-        st.toast(f"Deleted {deleted} source(s).")
-        st.rerun()
+        ui.toast_next(f"Deleted {ui.plural(deleted, 'source')}.")
+        ui.after_write()

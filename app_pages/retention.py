@@ -45,26 +45,27 @@ st.subheader("Purge")
 days = st.columns([1, 3])[0].number_input("Delete messages older than (days)", min_value=1, max_value=3650,
                        value=int(policy["retention_days"]), step=1, key="purge_days")
 older_than = dt.timedelta(days=int(days))
-if st.button("Dry run: count what would be deleted", key="purge_dry", icon=":material/preview:"):
+preview = st.session_state.get("purge_preview")
+# The preview follows the days input: once asked for, it is counted again whenever the days change.
+stale = preview is not None and round(preview["older_than_days"]) != int(days)
+if st.button("Dry run: count what would be deleted", key="purge_dry", icon=":material/preview:") or stale:
     result = ui.call(wb.purge_chat_history, older_than, dry_run=True, triggered_by="app")
     if result is not None:
-        ui.invalidate()
-        st.session_state.purge_preview = result
-preview = st.session_state.get("purge_preview")
+        ui.after_write("purge_preview", result)  # the dry run is audited: the log below shows it at once
 if preview:
-    st.info(f"A purge of messages older than {preview['older_than_days']:g} days (before "
-            f"{preview['cutoff']:%Y-%m-%d %H:%M} UTC) would delete **{preview['messages_deleted']:,} messages** and "
-            f"**{preview['sessions_deleted']:,} sessions**. Nothing was deleted.", icon=":material/preview:")
-confirm = st.checkbox(f"I understand that messages older than {int(days)} days are deleted for good",
+    st.info(f"A purge of messages older than {ui.plural(round(preview['older_than_days']), 'day')} (before "
+            f"{preview['cutoff']:%Y-%m-%d %H:%M} UTC) would delete **{ui.plural(preview['messages_deleted'], 'message')}** "
+            f"and **{ui.plural(preview['sessions_deleted'], 'session')}**. Nothing was deleted.",
+            icon=":material/preview:")
+confirm = st.checkbox(f"I understand that messages older than {ui.plural(int(days), 'day')} are deleted for good",
                       key="purge_confirm")
 if st.button("Purge now", type="primary", disabled=not confirm, key="purge_go", icon=":material/delete_forever:"):
     result = ui.call(wb.purge_chat_history, older_than, dry_run=False, triggered_by="app")
     if result is not None:
-        ui.invalidate()
         st.session_state.pop("purge_preview", None)
-        st.success(f"Deleted {result['messages_deleted']:,} messages and {result['sessions_deleted']:,} sessions "
-                   f"in {result['duration_ms']:.0f} ms.")
-        state = ui.call(ui.retention_status, default=state)
+        ui.flash(f"Deleted {ui.plural(result['messages_deleted'], 'message')} and "
+                 f"{ui.plural(result['sessions_deleted'], 'session')} in {result['duration_ms']:.0f} ms.")
+        ui.after_write()
 
 st.subheader("Audit log")
 audits = state["last_purges"]

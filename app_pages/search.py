@@ -12,6 +12,8 @@ import plotly.express as px
 import streamlit as st
 
 import app_ui as ui
+from rag_core.evaluation.judged import query_id
+from rag_core.limits import MAX_QUERY_CHARS
 from rag_core.search.validation import DOCUMENT_TYPES
 
 MODES = {"hybrid": "Hybrid", "semantic": "Semantic", "fulltext": "Full text"}
@@ -33,7 +35,7 @@ with st.sidebar:
 
 st.title("Search")
 query = st.text_input("Query", key="search_query", placeholder="e.g. how does hybrid search rank documents?",
-                      label_visibility="collapsed")
+                      label_visibility="collapsed", max_chars=MAX_QUERY_CHARS)
 info = ui.call(ui.status, site, default=None)
 if info is not None and info["chunks"] == 0:
     ui.offer_sample_corpus("search-sample")
@@ -52,11 +54,15 @@ def run_search(params: dict[str, Any], page: int) -> dict[str, Any] | None:
     key = json.dumps({**params, "page": page}, default=str, sort_keys=True)
     memo = st.session_state.setdefault("search_memo", {})
     if key not in memo:
-        response = ui.call(wb.search, page=page, **params)
+        # Typed: the words changed since the last search. A page, filter or chart click repeats the words and
+        # is logged as not typed, so the popular queries count what people asked, not how they browsed.
+        typed = params["query"].strip() != st.session_state.get("search_last_words")
+        response = ui.call(wb.search, page=page, typed=typed, **params)
         if response is None:
             return None
         memo.clear()  # keep only the latest few requests
         memo[key] = response
+        st.session_state.search_last_words = params["query"].strip()
     return memo[key]
 
 
@@ -109,11 +115,22 @@ if narrowed:
 
 # ----- results -----
 total, pages = response["total_results"], max(response["total_pages"], 1)
-st.markdown(f"**{total} documents** · {MODES[response['mode']]} · {response['search_time']}")
-if response["suggestions"]:
-    st.caption("Related: " + " · ".join(response["suggestions"]))
+st.markdown(f"**{ui.plural(total, 'document')}** · {MODES[response['mode']]} · {response['search_time']}")
+related = ui.related_queries(query, response["suggestions"])
+if related:
+    def _ask(words: str) -> None:
+        st.session_state.search_query = words
+
+    cols = st.columns([1] + [3] * len(related) + [max(1, 8 - 3 * len(related))])
+    cols[0].caption("Related:")
+    for i, (col, words) in enumerate(zip(cols[1:], related)):
+        col.button(words, key=f"search_related_{i}", on_click=_ask, args=(words,), type="tertiary",
+                   icon=":material/search:", help="Search for this earlier query")
 if not response["results"]:
-    st.info("No documents match. Try the Hybrid mode, fewer words, or clear the filters in the sidebar.")
+    hints = ["fewer words", "clear the filters in the sidebar"]
+    if mode != "hybrid":
+        hints.insert(0, "the Hybrid mode")
+    st.info(f"No documents match. Try {', '.join(hints[:-1])}, or {hints[-1]}.")
 
 
 def result_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -125,6 +142,23 @@ def result_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "highlights": " … ".join(r["highlights"])} for r in results]
 
 
+def judged_here(site_id: str) -> set[str]:
+    """The sources already judged relevant for this query in one site (the user's own evaluation set)."""
+    cache = st.session_state.setdefault("search_judged", {})
+    key = (site_id, query_id(query))
+    if key not in cache:
+        summary = ui.call(wb.judged_queries, site_id, default=None) or {"items": []}
+        cache[key] = next((set(i["relevant"]) for i in summary["items"] if i["id"] == key[1]), set())
+    return cache[key]
+
+
+def judge(site_id: str, source: str, title: str, relevant: bool) -> None:
+    """Mark a hit relevant (or withdraw it) in the site's judged set; the Analytics page evaluates that set."""
+    if ui.call(wb.mark_relevant, query, source, site_id=site_id, title=title, relevant=relevant) is not None:
+        st.session_state.get("search_judged", {}).pop((site_id, query_id(query)), None)
+        st.toast(("Marked relevant: " if relevant else "No longer marked: ") + (title or source))
+
+
 for r in response["results"]:
     with st.container(border=True):
         head, score = st.columns([5, 1])
@@ -132,6 +166,13 @@ for r in response["results"]:
         head.caption(" · ".join(x for x in (r["file_type"], r["file_size"], (r["document_date"] or "")[:10],
                                             f"site {r['site_id']}") if x))
         score.progress(max(0.0, min(1.0, r["relevance_score"])), text=f"{r['relevance_score'] * 100:.0f}%")
+        judged = r["file_path"] in judged_here(r["site_id"])
+        score.button("Relevant" if judged else "Mark relevant", key=f"judge_{r['rank']}",
+                     icon=":material/check_circle:" if judged else ":material/add_task:",
+                     type="secondary" if judged else "tertiary", on_click=judge,
+                     args=(r["site_id"], r["file_path"], r["title"] or "", not judged),
+                     help="Your judgement: this document answers the query. The Analytics page scores search "
+                          "on the queries you judged." + (" Click again to withdraw it." if judged else ""))
         for text, spans in zip(r["highlights"], r["highlight_spans"]):
             ui.text_block("… " + ui.marked_html(text, spans) + " …")
         with st.expander("Why this hit · best chunks"):
@@ -156,10 +197,22 @@ nav[1].markdown(f"Page **{page}** of **{pages}**")
 if nav[2].button("Next", disabled=page >= pages, icon=":material/chevron_right:", key="search_next"):
     st.session_state.search_page = page + 1
     st.rerun()
-nav[3].download_button("JSON", json.dumps(response, ensure_ascii=False, indent=2, default=str),
-                       file_name="search-results.json", mime="application/json", icon=":material/download:",
-                       key="search_json")
-buffer = io.StringIO()
-pd.DataFrame(result_rows(response["results"])).to_csv(buffer, index=False)
-nav[4].download_button("CSV", buffer.getvalue(), file_name="search-results.csv", mime="text/csv",
-                       icon=":material/download:", key="search_csv")
+
+
+def download(kind: str) -> str:
+    """Every result of the search (up to the download cap) as JSON or CSV, asked for when the button is clicked."""
+    results = ui.all_results(wb, params)
+    if kind == "json":
+        return json.dumps({**response, "results": results, "page": None, "total_pages": None}, ensure_ascii=False,
+                          indent=2, default=str)
+    buffer = io.StringIO()
+    pd.DataFrame(result_rows(results)).to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+shown = min(total, ui.DOWNLOAD_CAP)
+note = f"All {shown} results" if total <= ui.DOWNLOAD_CAP else f"The first {shown} of {total} results"
+nav[3].download_button("JSON", lambda: download("json"), file_name="search-results.json", mime="application/json",
+                       icon=":material/download:", key="search_json", on_click="ignore", help=note)
+nav[4].download_button("CSV", lambda: download("csv"), file_name="search-results.csv", mime="text/csv",
+                       icon=":material/download:", key="search_csv", on_click="ignore", help=note)

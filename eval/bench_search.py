@@ -1,17 +1,26 @@
-"""Search benchmark: p50/p95 per mode, with and without filters, and 100 concurrent searches.
+"""Search benchmark: p50/p95 per mode with and without filters, side by side with references, and
+100 concurrent searches.
 
-The store is built from real text: the chunks of the eval corpora in RAG_EVAL_DATA (ru_construction pages,
-scifact abstracts, jsquad paragraphs), repeated with a variation marker in the title ("[v3]") until
-`--size` chunks are stored. A repeat is embedded as its original plus small deterministic noise, so
-only the originals are ever encoded; their vectors are cached under eval/cache/ (git-ignored) and,
-when the main store already holds the `eval:*` sites built by `rag eval`, read from there.
+The store is built from real, distinct text: the documents of the eval corpora in RAG_EVAL_DATA
+(ru_construction pages, scifact abstracts, jsquad paragraphs; 13,362 documents, about 27K chunks),
+`--size` of them (`--unit chunks` counts chunks instead). Past the distinct documents the corpora
+are repeated with a marker in the title ("[v3]"), which the run reports: HNSW recall over
+near-duplicates means little. Vectors of the originals are cached under eval/cache/ (git-ignored)
+or read from the `eval:*` sites `rag eval` built in the main store.
+
+In the same run, on the same chunks: bm25s top-100, a bare pgvector `ORDER BY embedding <=> q
+LIMIT 10` and ChromaDB (when installed), with the ratios of our p50 to theirs; the top-10 overlap
+of the pruned full-text ranking with an exact BM25 over the same lexemes, per set; and filtered
+dense search by exact scan against HNSW iterative scan at several filtered-set sizes (the figures
+EXACT_SCAN_MAX is set from). `--overlap-only` measures the overlap on the `eval:*` sites alone.
 
 Each run uses its own database on the embedded server (or DATABASE_URL's server); `--keep` leaves
 it in place and a later run with `--db NAME` reuses it without ingesting again. It prints figures
 and writes them to eval/results/bench_search.json; nothing asserts a time.
 
-    .venv/bin/python eval/bench_search.py --size 100000
-    .venv/bin/python eval/bench_search.py --size 20000 --queries 60 --keep
+    .venv/bin/python eval/bench_search.py --size 10000
+    .venv/bin/python eval/bench_search.py --size 100000 --unit chunks --keep
+    .venv/bin/python eval/bench_search.py --overlap-only
 """
 
 from __future__ import annotations
@@ -54,30 +63,183 @@ def vectors_from_main_store(settings: Any) -> dict[str, np.ndarray]:
         return {}
 
 
-def ingest(wb: Any, records: list[dict], size: int) -> dict[str, Any]:
-    """Ingest repeats of the records until `size` chunks are stored, with a progress bar."""
+def ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
+    """Ingest the records (repeats only past the distinct documents) until `size` units are stored."""
     with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("chunks", total=size)
-        build = bulk_ingest(wb, records, size, unit="chunks", progress=lambda n: bar.update(task, completed=n))
+        task = bar.add_task(unit, total=size)
+        build = bulk_ingest(wb, records, size, unit=unit, progress=lambda n: bar.update(task, completed=n))
     return build
+
+
+def timed(fn: Any, items: list[Any]) -> list[float]:
+    """Milliseconds of fn(item) for every item."""
+    out = []
+    for item in items:
+        started = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def references(wb: Any, queries: list[str]) -> dict[str, Any]:
+    """Side by side on the same chunks, in this run: bm25s top-100 and a bare pgvector HNSW top-10."""
+    import bm25s
+
+    from rag_core.search.retrieval import embed_query
+    from rag_core.textproc import cjk_bigrams, detect_language
+
+    with wb.db.connection() as conn:
+        rows = conn.execute("SELECT text, language FROM chunks WHERE site_id = %s ORDER BY id", (SITE,)).fetchall()
+    texts = [cjk_bigrams(t) if lang == "ja" else t for t, lang in rows]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    prepared = [cjk_bigrams(q) if detect_language(q) == "ja" else q for q in queries]
+
+    def bm25_one(q: str) -> None:
+        tokens = bm25s.tokenize([q], stopwords="en", show_progress=False)
+        if tokens.vocab:
+            retriever.retrieve(tokens, k=100, show_progress=False)
+
+    vectors = [embed_query(wb.embedder, q) for q in queries]   # embedded once, outside the timing
+    with wb.db.connection() as conn:
+        def hnsw_one(v: np.ndarray) -> None:
+            conn.execute("SELECT id FROM chunks WHERE site_id = %s ORDER BY embedding <=> %s LIMIT 10",
+                         (SITE, v)).fetchall()
+        hnsw_one(vectors[0])
+        hnsw = timed(hnsw_one, vectors)
+    bm25_one(prepared[0])
+    out = {"bm25s top-100": summary(timed(bm25_one, prepared)), "pgvector HNSW top-10": summary(hnsw)}
+    try:
+        out["chromadb top-10"] = summary(chroma_reference(wb, vectors))
+    except ImportError:
+        console.print("chromadb is not installed: no ChromaDB reference")
+    return out
+
+
+def chroma_reference(wb: Any, vectors: list[np.ndarray]) -> list[float]:
+    """ChromaDB (in-memory, its HNSW) over the same chunk vectors: milliseconds per top-10 query."""
+    import chromadb
+
+    client = chromadb.EphemeralClient()
+    col = client.create_collection(f"bench{uuid.uuid4().hex[:6]}", metadata={"hnsw:space": "cosine"})
+    with wb.db.connection() as conn:
+        rows = conn.execute("SELECT id, embedding FROM chunks WHERE site_id = %s", (SITE,)).fetchall()
+    for i in range(0, len(rows), 5000):
+        part = rows[i:i + 5000]
+        col.add(ids=[str(r[0]) for r in part], embeddings=[np.asarray(r[1].to_numpy()) for r in part])
+    return timed(lambda v: col.query(query_embeddings=[v], n_results=10), vectors)
+
+
+def fulltext_overlap(wb: Any, sets_queries: dict[str, list[str]], site_prefix: str) -> dict[str, Any]:
+    """Top-10 overlap of the pruned full-text ranking with an exact BM25 over the same lexemes, per set."""
+    from rag_core.search.hybrid import fulltext_ranking
+
+    out: dict[str, Any] = {}
+    for name, qs in sets_queries.items():
+        site = site_prefix + name if site_prefix != SITE else SITE
+        overlaps, proven, pruned_ms, exact_ms, same_top1 = [], 0, [], [], 0
+        for q in qs:
+            t0 = time.perf_counter()
+            got, exact = fulltext_ranking(wb.db, q, k=10, site_id=site)
+            t1 = time.perf_counter()
+            ref, _ = fulltext_ranking(wb.db, q, k=10, site_id=site, exact=True)
+            t2 = time.perf_counter()
+            pruned_ms.append((t1 - t0) * 1000)
+            exact_ms.append((t2 - t1) * 1000)
+            ids, ref_ids = [c for c, _ in got], [c for c, _ in ref]
+            if ref_ids:
+                overlaps.append(len(set(ids) & set(ref_ids)) / len(ref_ids))
+                same_top1 += ids[:1] == ref_ids[:1]
+            proven += exact
+        out[name] = {"site": site, "queries": len(qs), "overlap@10": round(float(np.mean(overlaps)), 4),
+                     "min overlap@10": round(float(min(overlaps)), 2), "same top-1": same_top1,
+                     "proven exact": proven, "pruned": summary(pruned_ms), "exact": summary(exact_ms)}
+        console.print(f"full text {name:16s} overlap@10 {out[name]['overlap@10']:.4f} (min {out[name]['min overlap@10']})"
+                      f"  proven exact {proven}/{len(qs)}  pruned p50 {out[name]['pruned']['p50']} ms"
+                      f"  exact p50 {out[name]['exact']['p50']} ms")
+    return out
+
+
+def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
+    """Filtered dense search: exact scan against HNSW iterative scan at several filtered-set sizes.
+
+    Documents get dates spread over 1,000 days (this bench database only), so a date range selects
+    a known share of the chunks; each plan is forced by moving EXACT_SCAN_MAX.
+    """
+    import datetime as dt
+
+    from rag_core.search import hybrid
+    from rag_core.search.retrieval import embed_query
+    from rag_core.search.validation import validate_search
+
+    with wb.db.connection() as conn:
+        conn.execute("UPDATE documents SET doc_date = timestamptz '2020-01-01 12:00+00' + (id %% 1000) * interval '1 day'"
+                     " WHERE site_id = %s", (SITE,))
+        total = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s", (SITE,)).fetchone()[0]
+    vectors = [embed_query(wb.embedder, q) for q in queries]
+    saved, out = hybrid.EXACT_SCAN_MAX, {}
+    try:
+        for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0):
+            days = max(1, int(1000 * share))
+            date_to = (dt.date(2020, 1, 1) + dt.timedelta(days=days - 1)).isoformat()
+            req = validate_search(query="x", mode="semantic", limit=10, site_id=SITE, date_from="2020-01-01",
+                                  date_to=date_to)
+            row: dict[str, Any] = {"chunks": int(total * share)}
+            tops = {}
+            for plan, cap in (("exact", 10**9), ("hnsw", 0)):
+                hybrid.EXACT_SCAN_MAX = cap
+                ms, tops[plan] = [], []
+                for q, v in zip(queries, vectors):
+                    started = time.perf_counter()
+                    res = hybrid.search_documents(wb.db, q, v, req)
+                    ms.append((time.perf_counter() - started) * 1000)
+                    tops[plan].append([d.document_id for d in res.documents])
+                row[plan] = summary(ms)
+            row["hnsw recall@10"] = round(float(np.mean([len(set(a) & set(b)) / max(len(b), 1)
+                                                         for a, b in zip(tops["hnsw"], tops["exact"])])), 3)
+            out[f"{share:.0%}"] = row
+            console.print(f"filtered dense {share:5.0%} ({row['chunks']:6d} chunks): exact p50 {row['exact']['p50']:6.1f}"
+                          f" p95 {row['exact']['p95']:6.1f} | hnsw p50 {row['hnsw']['p50']:6.1f} p95 {row['hnsw']['p95']:6.1f}"
+                          f" recall@10 {row['hnsw recall@10']}")
+    finally:
+        hybrid.EXACT_SCAN_MAX = saved
+        with wb.db.connection() as conn:
+            conn.execute("UPDATE documents SET doc_date = NULL WHERE site_id = %s", (SITE,))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=100_000, help="chunks to store (default 100000)")
+    parser.add_argument("--size", type=int, default=10_000, help="documents (or chunks) to store (default 10000)")
+    parser.add_argument("--unit", choices=("documents", "chunks"), default="documents")
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
+    parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
+    parser.add_argument("--overlap-only", action="store_true",
+                        help="only the full-text overlap with exact BM25, on the eval:* sites `rag eval` built")
     parser.add_argument("--db", default="", help="reuse this bench database (made by an earlier --keep run)")
     parser.add_argument("--keep", action="store_true", help="keep the bench database for the next run")
     parser.add_argument("--output", type=Path, default=REPO / "eval" / "results" / "bench_search.json")
     args = parser.parse_args()
 
     settings = load_settings()
+    records, queries = build_records()
+    by_set: dict[str, list[str]] = {}
+    for q in queries:
+        by_set.setdefault(q["set"], []).append(q["text"])
+    if args.overlap_only:
+        with open_workbench(settings) as wb:
+            overlap = fulltext_overlap(wb, by_set, "eval:")
+        print(json.dumps({"fulltext_overlap": overlap, "machine": machine()}, indent=2, ensure_ascii=False))
+        return
+    distinct_docs = len(records)
+    if args.unit == "documents" and args.size > distinct_docs:
+        console.print(f"[yellow]the shared sets hold {distinct_docs} distinct documents: documents past that are "
+                      "repeats with a marker in the title, not new text[/yellow]")
     server_url, _ = resolve_database(settings)
     db_name = args.db or f"rag_bench_search_{uuid.uuid4().hex[:8]}"
     url = with_database(server_url, db_name)
     create_database_if_missing(url)
-    records, queries = build_records()
     cache_path = CACHE / "bench_search_vectors.npz"
     vectors = load_cache(cache_path)
     if len(vectors) < 1000:
@@ -89,16 +251,30 @@ def main() -> None:
             real = wb.embedder
             cached = CachedEmbedder(real, vectors, embed_batch_size=settings.embed_batch_size)
             wb._embedder = cached
-            build = ingest(wb, records, args.size)
+            build = ingest(wb, records, args.size, args.unit)
             if cached.misses:
                 save_cache(cache_path, vectors)
-            console.print(f"store: {build['chunks']} chunks (load {build['load_s']} s, index {build['index_s']} s, "
-                          f"{cached.misses} originals embedded)")
+            console.print(f"store: {build['documents']} documents, {build['chunks']} chunks (load {build['load_s']} s, "
+                          f"index {build['index_s']} s, {cached.misses} originals embedded)")
             wb.search("warm up", site_id=SITE)
             qs = [q["text"] for q in queries]
             step = max(1, len(qs) // args.queries)
             sample = qs[::step][: args.queries]
             results: dict[str, Any] = measure_modes(wb, sample, log=console.print)
+            refs = references(wb, sample)
+            hybrid_p50 = results["hybrid / no filter"]["p50"]
+            ratios = {"hybrid p50 / bm25s p50": round(hybrid_p50 / max(refs["bm25s top-100"]["p50"], 1e-3), 1),
+                      "fulltext p50 / bm25s p50": round(results["fulltext / no filter"]["p50"]
+                                                        / max(refs["bm25s top-100"]["p50"], 1e-3), 1),
+                      "semantic p50 / HNSW p50": round(results["semantic / no filter"]["p50"]
+                                                       / max(refs["pgvector HNSW top-10"]["p50"], 1e-3), 1),
+                      "hybrid p50 / HNSW p50": round(hybrid_p50 / max(refs["pgvector HNSW top-10"]["p50"], 1e-3), 1)}
+            for name, fig in refs.items():
+                console.print(f"{name:50s} p50 {fig['p50']:7.2f} ms  p95 {fig['p95']:7.2f} ms")
+            for name, value in ratios.items():
+                console.print(f"{name:50s} {value}x")
+            overlap = fulltext_overlap(wb, by_set, SITE)
+            crossover = {} if args.no_crossover else dense_crossover(wb, sample[:30])
             modes = ["hybrid", "semantic", "fulltext"]
             jobs = [(sample[i % len(sample)], modes[i % 3]) for i in range(args.concurrency)]
             barrier = threading.Barrier(args.concurrency)
@@ -118,9 +294,11 @@ def main() -> None:
                                      "pool_size": settings.db_pool_size}
             console.print(f"{args.concurrency} concurrent searches: p50 {results['concurrent']['p50']} ms, "
                           f"p95 {results['concurrent']['p95']} ms, errors {len(errors)}, wall {wall:.1f} s")
-        report = {"chunks": build["chunks"], "build": build, "queries_per_measurement": len(sample),
-                  "machine": machine(), "embedder": settings.embedder, "results": results,
-                  "database": db_name if keep else None,
+        report = {"documents": build["documents"], "chunks": build["chunks"],
+                  "distinct documents available": distinct_docs, "build": build,
+                  "queries_per_measurement": len(sample), "machine": machine(), "embedder": settings.embedder,
+                  "results": results, "references": refs, "ratios": ratios, "fulltext_overlap": overlap,
+                  "filtered_dense_crossover": crossover, "database": db_name if keep else None,
                   "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

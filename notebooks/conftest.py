@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from evalsets import write_eval_sets
 
+from rag_core.evaluation.datasets import load_beir
 from rag_core.evaluation.notebooks import notebook_test_env
 from rag_core.settings import RagSettings
 
@@ -54,11 +55,28 @@ def _written_eval_sets() -> str | None:
     return str(_state["eval_data"])
 
 
+def _your_documents() -> str:
+    """Notebook 00's folder: the English test set's abstracts as markdown files, with a judgements.tsv
+    (query, file) from its relevance judgements, as a user would write one."""
+    if "docs" not in _state:
+        root = Path(tempfile.mkdtemp(prefix="rag-notebook-docs-"))
+        ds = load_beir(write_eval_sets(root / "sets") / "mini-en")
+        folder = root / "my-documents"
+        folder.mkdir()
+        for doc in ds.corpus:
+            (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", encoding="utf-8")
+        lines = [f"{ds.queries[q]}\t{d}.md" for q in ds.judged_queries[:8] for d in ds.qrels[q]]
+        (folder / "judgements.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _state["docs"] = str(root)
+    return str(Path(str(_state["docs"])) / "my-documents")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.path.suffix != ".ipynb":
         return
     url, data_dir = _test_database()
     values = notebook_test_env(url, data_dir, dict(os.environ), eval_data=_written_eval_sets())
+    values["RAG_NOTEBOOK_DOCS"] = _your_documents()
     _state["saved"] = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
 
@@ -75,6 +93,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "docs" in _state:
+        shutil.rmtree(str(_state.pop("docs")), ignore_errors=True)
     if "eval_data" in _state:
         shutil.rmtree(str(_state.pop("eval_data")), ignore_errors=True)
     if "url" in _state:

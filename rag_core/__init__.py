@@ -4,8 +4,20 @@ from rag_core.errors import (
     ChecksumMismatch, ConfigError, CrawlRefused, DatabaseError, EmbedderMismatch, FetchError, IndexUnavailable,
     InvalidInput, InvalidQuery, LLMError, LoaderError, NotFound, RagError, RateLimited, Unauthorized,
 )
-from rag_core.settings import RagSettings, load_settings
-from rag_core.workbench import DEFAULT_SITE, Workbench, open_workbench
+
+# The Workbench pulls in LlamaIndex and the database driver, the settings pydantic: they load on first
+# use, so light commands (`rag --help`, a CLI usage error) start in a fraction of a second.
+_LAZY = {"DEFAULT_SITE": "rag_core.workbench", "Workbench": "rag_core.workbench",
+         "open_workbench": "rag_core.workbench", "RagSettings": "rag_core.settings",
+         "load_settings": "rag_core.settings"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rag_core' has no attribute {name!r}")
 
 __all__ = [
     "open_workbench", "Workbench", "RagSettings", "load_settings", "DEFAULT_SITE",

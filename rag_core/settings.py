@@ -47,6 +47,8 @@ class RagSettings(BaseSettings):
     embed_model: str = Field(default="", description="Model id or path for the huggingface/openai embedders.")
     embed_batch_size: int = Field(default=64, ge=1, le=4096)
     embed_threads: int = Field(default=2, ge=1, le=64, description="CPU threads for the packaged embedders.")
+    e5_runtime: Literal["onnx-int8", "onnx", "numpy"] = Field(
+        default="onnx-int8", description="How the e5-small embedder runs its encoder (onnx-int8 is the fastest).")
     openai_base_url: str = Field(default="", description="OpenAI-compatible server, e.g. http://localhost:1234/v1.")
     openai_api_key: str = Field(default="", description="Key for the OpenAI-compatible server.")
 
@@ -58,6 +60,9 @@ class RagSettings(BaseSettings):
     # --- search ---
     search_cache_ttl_sec: int = Field(default=300, ge=0, description="TTL of the identical-search cache; 0 disables.")
     reranker: str = Field(default="none", description="none, or a cross-encoder model id or path.")
+    search_cosine_floor: float | None = Field(
+        default=None, ge=-1.0, le=1.0,
+        description="Hybrid search: least cosine for a hit without a full-text match (default: per embedder).")
 
     # --- chat ---
     enabled: bool = Field(default=True, description="false: chat answers without the knowledge base and the "

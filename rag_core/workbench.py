@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from psycopg.types.json import Jsonb
 
+from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
@@ -28,6 +30,8 @@ from rag_core.settings import RagSettings, load_settings
 log = logging.getLogger(__name__)
 
 DEFAULT_SITE = "default"
+CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains an admin added in the app
+MAX_SESSION_TITLE_CHARS = 200
 
 
 class Workbench:
@@ -133,6 +137,52 @@ class Workbench:
         return self._run([item], None).outcomes[0]
 
     # ----- web -----
+    def crawl_allowlist(self) -> dict[str, Any]:
+        """The domains the crawler may fetch: the environment's (RAG_ALLOWED_DOMAINS, the floor), the ones
+        an admin stored in the database, and their union, which every crawl uses."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT value, updated_at, updated_by FROM app_settings WHERE name = %s",
+                               (CRAWL_ALLOWLIST_SETTING,)).fetchone()
+        environment = list(self.settings.allowed_domains or [])
+        stored = [d for d in (row[0] if row else []) if d not in environment]
+        return {"environment": environment, "stored": stored, "effective": environment + stored,
+                "updated_at": row[1] if row else None, "updated_by": row[2] if row else None}
+
+    def set_crawl_allowlist(self, domains: Sequence[str] | str, updated_by: str = "admin") -> dict[str, Any]:
+        """Store the domains an admin allows on top of the environment's; an entry like `example.com`,
+        `*.example.com`, `example.com:8080` or a URL. Returns the new `crawl_allowlist()`."""
+        from rag_core.security.url_policy import _parse_entry
+
+        if isinstance(domains, str):
+            domains = domains.replace("\n", ",").split(",")
+        entries: list[str] = []
+        for raw in domains:
+            text = str(raw).strip().lower().rstrip(".")
+            if not text:
+                continue
+            try:
+                _parse_entry(text)
+            except ValueError as exc:
+                raise InvalidInput(f"'{raw}' is not a domain the crawler can allow ({exc}); write it as "
+                                   "example.com, *.example.com or example.com:8080.") from None
+            if " " in text or "/" in text.split("://", 1)[-1].rstrip("/"):
+                raise InvalidInput(f"'{raw}' is not a domain; write the host only, e.g. example.com.")
+            if text not in entries:
+                entries.append(text)
+        with self.db.connection() as conn:
+            conn.execute(
+                "INSERT INTO app_settings (name, value, updated_by) VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE"
+                " SET value = EXCLUDED.value, updated_at = now(), updated_by = EXCLUDED.updated_by",
+                (CRAWL_ALLOWLIST_SETTING, Jsonb(entries), updated_by))
+        return self.crawl_allowlist()
+
+    def _crawl_settings(self) -> RagSettings:
+        """The settings a crawl runs with: the allowlist is the environment's plus the stored one."""
+        effective = self.crawl_allowlist()["effective"]
+        if effective == list(self.settings.allowed_domains or []):
+            return self.settings
+        return self.settings.model_copy(update={"allowed_domains": effective})
+
     def check_url(self, url: str) -> str:
         """The URL as the crawler would fetch it, or CrawlRefused naming the rule and the fix (no request is made).
 
@@ -141,7 +191,7 @@ class Workbench:
         from rag_core.ingest.crawler import UrlPolicy
 
         # The URL is one the user asked for, so its own port counts as allowed, as in a real crawl.
-        return UrlPolicy(self.settings).check(url, start=True)
+        return UrlPolicy(self._crawl_settings()).check(url, start=True)
 
     def ingest_url(self, url: str, site_id: str = DEFAULT_SITE,
                    progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
@@ -149,8 +199,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_url(self.db, lambda: self.embedder, self.settings, url, site_id=site_id,
-                                progress=progress)
+        with notebook_progress(progress, "fetching", unit="page") as progress:
+            report = web.ingest_url(self.db, lambda: self.embedder, self._crawl_settings(), url, site_id=site_id,
+                                    progress=progress)
         self._after_write()
         return report
 
@@ -160,8 +211,9 @@ class Workbench:
         from rag_core.ingest import web
 
         self._require_compatible_store()
-        report = web.ingest_index(self.db, lambda: self.embedder, self.settings, index_url, pattern,
-                                  site_id=site_id, progress=progress)
+        with notebook_progress(progress, "pages", unit="page") as progress:
+            report = web.ingest_index(self.db, lambda: self.embedder, self._crawl_settings(), index_url, pattern,
+                                      site_id=site_id, progress=progress)
         self._after_write()
         return report
 
@@ -169,7 +221,8 @@ class Workbench:
              preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
         self._require_compatible_store()
         pipeline = IngestPipeline(self.db, self.embedder, self.settings)
-        report = pipeline.run(items, progress=progress, preloaded=preloaded)
+        with notebook_progress(progress, "ingest") as progress:
+            report = pipeline.run(items, progress=progress, preloaded=preloaded)
         self._after_write()
         return report
 
@@ -222,7 +275,7 @@ class Workbench:
                types: "Sequence[str] | str | None" = None, date_from: "str | date | None" = None,  # noqa: F821
                date_to: "str | date | None" = None, source: str | None = None,  # noqa: F821
                site_id: str | None = None, include_context: bool = True, max_chunks: int = 3,
-               user_id: str | None = None) -> dict[str, Any]:
+               user_id: str | None = None, typed: bool | None = None) -> dict[str, Any]:
         """Search documents (seed 001): hybrid, semantic or full text, with filters, facets and suggestions.
 
         Returns the response dict (success, query, total_results, search_time, results, facets,
@@ -237,10 +290,13 @@ class Workbench:
             source: an absolute path or URL prefix, or any part of the source path.
             site_id: one site; None searches every site except the evaluation sites ('eval:*').
             max_chunks: context chunks per document (1-10).
+            typed: whether the user typed this query (True) or a page, filter or chart click repeated it
+                (False); only typed searches count as popular queries. None: not known (counted).
         """
-        return self.search_engine.search(
+        return SearchResults(self.search_engine.search(
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
-            source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id)
+            source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id,
+            typed=typed))
 
     def flush_search_log(self, timeout: float = 30.0) -> bool:
         """Wait until this process's searches so far are in the query log (it is written in the background)."""
@@ -252,6 +308,16 @@ class Workbench:
                        ) -> dict[str, Any]:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
         return self.search_engine.metrics(site_id=site_id, since=since)
+
+    def query_log(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None,  # noqa: F821
+                  limit: int = 1000) -> Records:
+        """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        from rag_core.search.querylog import recent_searches
+
+        if not 1 <= int(limit) <= 100_000:
+            raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
+        return Records(recent_searches(self.db, site_id=site_id, since=since, limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
                                  since: "datetime | timedelta | str | None" = None) -> dict[str, Any]:  # noqa: F821
@@ -355,6 +421,29 @@ class Workbench:
 
         return sessions.reset(self.db, session_id)
 
+    def rename_session(self, session_id: str, title: str) -> dict[str, Any]:
+        """Give a conversation a new title; returns the session (NotFound when there is none)."""
+        from rag_core.chat import sessions
+
+        title = (title or "").strip()
+        if not title:
+            raise InvalidInput("The title is empty; type a name for the conversation.")
+        if len(title) > MAX_SESSION_TITLE_CHARS:
+            raise InvalidInput(f"The title is {len(title)} characters; the limit is {MAX_SESSION_TITLE_CHARS}.")
+        sessions.check_chat_session_id(session_id)
+        with self.db.connection() as conn:
+            updated = conn.execute("UPDATE chat_sessions SET title = %s WHERE id = %s", (title, session_id)).rowcount
+        if not updated:
+            raise NotFound(f"No conversation '{session_id}'; pick one from the list of conversations.")
+        return sessions.get_session(self.db, session_id)
+
+    def delete_session(self, session_id: str) -> dict[str, int]:
+        """Delete one conversation and its messages (NotFound when there is none)."""
+        result = self.chat_reset(session_id)
+        if not result["sessions"]:
+            raise NotFound(f"No conversation '{session_id}'; it may have been deleted already.")
+        return result
+
     def list_sessions(self, site_id: str | None = None, user_id: str | None = None,
                       limit: int = 100) -> list[dict[str, Any]]:
         """Chat sessions, most recently active first, with message counts."""
@@ -445,6 +534,52 @@ class Workbench:
 
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
+    # ----- a user's own judged queries -----
+    def judged_queries(self, site_id: str = DEFAULT_SITE) -> dict[str, Any]:
+        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout."""
+        from rag_core.evaluation import judged
+
+        return judged.judged_set(self.settings.data_dir, site_id)
+
+    def mark_relevant(self, query: str, source: str, site_id: str = DEFAULT_SITE, title: str = "",
+                      relevant: bool = True) -> dict[str, Any]:
+        """Judge a search hit: `source` answers `query` (relevant=False withdraws the judgement)."""
+        from rag_core.evaluation import judged
+
+        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant)
+
+    def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> dict[str, Any]:
+        """Add a queries file (BEIR queries.jsonl, or id<TAB>text) and a qrels.tsv whose corpus ids are the
+        site's stored sources to the site's judged set."""
+        from rag_core.evaluation import judged
+
+        def known(candidates: list[str]) -> set[str]:
+            with self.db.connection() as conn:
+                rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
+                                    (site_id, candidates)).fetchall()
+            return {r[0] for r in rows}
+
+        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
+
+    def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
+                        progress: "Callable[[int, int], None] | None" = None) -> dict[str, Any]:  # noqa: F821
+        """Score the site's judged queries against its stored documents with the evaluation runner; the
+        result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
+        from rag_core.evaluation import judged
+        from rag_core.evaluation.runner import evaluate_dataset
+
+        ds = judged.load_judged(self.settings.data_dir, site_id)
+        result = evaluate_dataset(self, ds, mode=mode, k=k, query_progress=progress, site_id=site_id)
+        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})"}
+        judged.save_result(self.settings.data_dir, site_id, data)
+        return data
+
+    def judged_results(self, site_id: str = DEFAULT_SITE) -> list[dict[str, Any]]:
+        """The saved evaluations of the site's judged queries, one per mode."""
+        from rag_core.evaluation import judged
+
+        return judged.saved_results(self.settings.data_dir, site_id)
+
     # ----- status -----
     def check_database(self) -> str:
         """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
@@ -458,18 +593,19 @@ class Workbench:
         result["database"] = "embedded" if self.embedded else describe_url(self.database_url)
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
-        return result
+        return StoreStatus(result)
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         """Stored documents, newest first."""
-        return store.list_documents(self.db, site_id, limit, offset)
+        return Records(store.list_documents(self.db, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> dict[str, Any]:
         """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
         dim = embedding_dimension(self.embedder)
         store.begin_reindex(self.db, self.embedder_name, dim)
-        done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
+        with notebook_progress(progress, "re-embedding", unit="chunk") as progress:
+            done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
         vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()

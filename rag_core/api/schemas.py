@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.security.ids import ID_PATTERN, valid_id
+from rag_core.search.validation import MAX_PAGE
 
 
 def text_problem(text: str) -> str | None:
@@ -149,7 +150,7 @@ class DateRange(Body):
 class SearchIn(Body):
     query: str = Field(description="Natural-language query.", json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS})
     limit: int = Field(default=10, description="Results per page.", json_schema_extra={"minimum": 1, "maximum": 50})
-    page: int = Field(default=1, description="Page of results.", json_schema_extra={"minimum": 1})
+    page: int = Field(default=1, description="Page of results.", json_schema_extra={"minimum": 1, "maximum": MAX_PAGE})
     document_types: list[str] = Field(default_factory=list, description="pdf, docx, xlsx, txt, md, csv, html.")
     date_range: DateRange | None = None
     source_filter: str | None = Field(default=None, description="Path or URL prefix, or any part of the path.")

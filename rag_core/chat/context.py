@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 BLOCK_SEPARATOR = "\n\n"
 CONVERSATION_HEADER = "--- Recent conversation ---"
+# A source whose similarity is below this share of the best source's is left out of an answer.
+SOURCE_RATIO = 0.5
 
 
 def reference_block(n: int, source: str, text: str) -> str:
@@ -65,8 +67,22 @@ def relevant_hits(hits: Sequence[ChunkHit], floor: float, coverage: dict[int, fl
             or (min_coverage > 0 and coverage.get(h.chunk_id, 0.0) >= min_coverage)]
 
 
+def trusted_order(hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
+    """The hits by similarity, most similar first, without those far below the best one.
+
+    Readers see the similarity beside each source: a list numbered otherwise reads as wrong, and a
+    passage at a fraction of the best one's similarity (a benchmark table under a how-to answer)
+    is noise that costs their trust.
+    """
+    ordered = sorted(hits, key=lambda h: -h.similarity)
+    if not ordered:
+        return []
+    best = ordered[0].similarity
+    return [h for h in ordered if h.similarity >= ratio * best]
+
+
 def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> list[ChunkHit]:
-    """The hits chat may answer from, best first, within the context byte budget."""
+    """The hits chat may answer from, most similar first, within the context byte budget."""
     settings = wb.settings
     coverage: dict[int, float] = {}
     if settings.chat_term_coverage > 0 and any(h.similarity < settings.chat_similarity_floor for h in hits):
@@ -74,7 +90,7 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> list
 
         coverage = term_coverage(wb.db, query, hits)
     kept = relevant_hits(hits, settings.chat_similarity_floor, coverage, settings.chat_term_coverage)
-    return within_budget(kept, settings.chat_context_bytes)
+    return within_budget(trusted_order(kept), settings.chat_context_bytes)
 
 
 def history_limit(configured: int) -> int:

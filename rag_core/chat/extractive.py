@@ -17,8 +17,6 @@ import numpy as np
 _CJK_CLASS = r"\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _TERM = re.compile(rf"[{_CJK_CLASS}]+|[^\W\d_]+|\d+", re.UNICODE)
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]")
-# Sentence ends: CJK full stops (no space follows them), or ., !, ? followed by space.
-_SENTENCE_END = re.compile(r"(?<=[。！？!?])\s*|(?<=[.;])\s+(?=\S)")
 _STOPWORDS = frozenset(
     "the a an of in on at to for and or is are was were be been by with from as that this these those it its "
     "what which who whom whose where when why how do does did can could would should will not no yes".split()
@@ -27,6 +25,15 @@ _STOPWORDS = frozenset(
 )
 # Sentences shorter than this carry too little to answer anything.
 MIN_SENTENCE_CHARS = 6
+# A lead-in ("From the command line:") is quoted only together with what it introduces.
+_LEAD_IN_END = (":", "：")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?=\S)")
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+# Markdown at the edges of a unit that is no part of what it says.
+_EDGE_DEBRIS = " \t>|"
 
 
 @dataclass
@@ -39,15 +46,110 @@ class Sentence:
     dense: float = 0.0
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences and list items of a passage, trimmed; very short fragments are dropped."""
-    out: list[str] = []
-    for line in re.split(r"\n+", text):
-        for part in _SENTENCE_END.split(line):
-            part = part.strip(" \t-*•#>|")
-            if len(part) >= MIN_SENTENCE_CHARS:
-                out.append(part)
+def _is_table_row(line: str) -> bool:
+    stripped = line.strip()
+    if _TABLE_RULE.match(stripped) and "|" in stripped:
+        return True
+    return stripped.count("|") >= 2 and (stripped.startswith("|") or stripped.endswith("|"))
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Hard-wrapped lines back into one paragraph: a space between words, none between CJK characters."""
+    out = ""
+    for line in (ln.strip() for ln in lines):
+        if not line:
+            continue
+        if out and not (_CJK_RUN.match(out[-1]) and _CJK_RUN.match(line[0])):
+            out += " "
+        out += line
     return out
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """(kind, text) blocks of a passage: paragraph, item (a list item) or code (a fenced block).
+
+    Table rows, table rules, headings and images are left out: a row or a heading answers nothing
+    on its own, and a row quoted out of its table reads as debris.
+    """
+    blocks: list[tuple[str, str]] = []
+    paragraph: list[str] = []
+    item: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(("paragraph", _join_lines(paragraph)))
+            paragraph.clear()
+        if item:
+            blocks.append(("item", _join_lines(item)))
+            item.clear()
+
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = _IMAGE.sub("", lines[i])
+        i += 1
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            body = [line.strip()]
+            while i < len(lines) and not lines[i].strip().startswith(fence.group(1)):
+                body.append(lines[i].rstrip())
+                i += 1
+            i += 1
+            if len(body) > 1:  # a fence cut off by the chunk's end is closed here
+                blocks.append(("code", "\n".join([*body, fence.group(1)])))
+            continue
+        if not line.strip() or _HEADING.match(line) or _is_table_row(line):
+            flush()
+        elif _LIST_ITEM.match(line):
+            flush()
+            item.append(_LIST_ITEM.sub("", line, count=1))
+        elif item and line[:1].isspace():
+            item.append(line)
+        else:
+            if item:
+                flush()
+            paragraph.append(line)
+    flush()
+    return blocks
+
+
+def _outside_code(parts: list[str]) -> list[str]:
+    """Sentences joined again where a cut fell inside an inline `code span` (odd backticks before it)."""
+    out: list[str] = []
+    for part in parts:
+        if out and out[-1].count("`") % 2 == 1:
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """Answer units of a passage: whole sentences, whole list items and whole code blocks, trimmed.
+
+    Sentences are cut by the chunker's rules (never inside "3.14", "e.g.", a URL's "?" or an inline
+    code span); a unit ending in ":" is joined to what it introduces, or left out when nothing
+    follows it in the passage. Very short fragments are dropped.
+    """
+    from rag_core.ingest.chunking import split_sentences as paragraph_sentences
+
+    units: list[str] = []
+    listing = False  # the last unit is a lead-in with its list: further items belong to it
+    for kind, body in _blocks(text):
+        parts = _outside_code(paragraph_sentences(body)) if kind == "paragraph" else [body]
+        for part in parts:
+            part = part if kind == "code" else part.strip(_EDGE_DEBRIS)
+            if units and (units[-1].endswith(_LEAD_IN_END) or (listing and kind == "item")):
+                joint = " " if kind == "paragraph" else "\n- " if kind == "item" else "\n"
+                units[-1] = f"{units[-1]}{joint}{part}"
+                listing = kind == "item"
+            else:
+                units.append(part)
+                listing = False
+    if units and units[-1].endswith(_LEAD_IN_END):
+        units.pop()
+    return [u for u in units if len(u) >= MIN_SENTENCE_CHARS and not u.startswith(("```", "~~~"))]
 
 
 def terms(text: str) -> list[str]:
@@ -57,6 +159,8 @@ def terms(text: str) -> list[str]:
         if _CJK_RUN.match(token):
             out.extend([token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)])
         elif token not in _STOPWORDS and (len(token) > 1 or token.isdigit()):
+            if len(token) > 3 and token.endswith("s") and not token.endswith("ss") and token.isascii():
+                token = token[:-1]  # an English plural: "files" matches "file"
             out.append(token[:5] if len(token) > 5 else token)
     return out
 
@@ -130,3 +234,21 @@ def pick_sentences(scored: Sequence[Sentence], *, max_sentences: int = 3, max_ch
 def answers_question(best: Sentence, *, min_lexical: float = 0.2, min_dense: float = 0.45) -> bool:
     """Whether the best sentence plausibly answers: enough shared terms or a close embedding."""
     return best.lexical >= min_lexical or best.dense >= min_dense
+
+
+def cite(sentence: Sentence) -> str:
+    """A quoted unit with its reference number: after a sentence, or after the lead-in of a block or list."""
+    if "\n" not in sentence.text:
+        return f"{sentence.text} [{sentence.passage}]"
+    first, rest = sentence.text.split("\n", 1)
+    return f"{first} [{sentence.passage}]\n{rest}"
+
+
+def join_quotes(parts: Sequence[str]) -> str:
+    """Quoted units in one answer: sentences run on, a block or list stands in its own paragraph."""
+    text = ""
+    for part in parts:
+        if text:
+            text += "\n\n" if "\n" in part or "\n" in text.rsplit("\n\n", 1)[-1] else " "
+        text += part
+    return text

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import Source, render_sources, render_turn
 from rag_core.chat.context import format_references, grounded_hits
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
-from rag_core.errors import InvalidInput, NotFound
+from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
+from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
 MAX_K = 50
+# How much less close to the new message the folded search's best passage may be than the message's
+# own best passage, and still be taken for a follow-up (measured on the multi-turn set).
+FOLLOW_UP_MARGIN = 0.05
 LANGUAGES = ("en", "ru", "ja")
 
 
@@ -47,6 +53,21 @@ class ChatTurn:
     @property
     def stored(self) -> bool:
         return bool(self.flags.get("stored"))
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the Sources block with similarity bars and the cited sentences marked, then the answer."""
+        from rag_core.display import turn_html
+
+        return turn_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return self.rendered
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The sources, one row each (n, similarity, title, source, page, offsets, text)."""
+        from rag_core.display import sources_frame
+
+        return sources_frame(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,23 +148,21 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
                                        title=session_title(message))
     history = sessions.history(wb.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
 
-    # A follow-up is searched with the earlier question in mind (condensed, or folded without a model).
-    retrieval_query = message
-    if use_documents and any(m["role"] == "user" for m in history):
-        retrieval_query = wb.llm.condense(history, message)
-
     # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
+    # A message that depends on the conversation is searched with the earlier question folded in.
     retrieval_failed = False
-    hits = []
+    retrieval_query, hits = message, []
     if use_documents:
         try:
-            hits = wb.retrieve(retrieval_query, k=k, site_id=site_id)
+            retrieval_query, hits = retrieve_in_conversation(wb, message, history, k=k, site_id=site_id)
+        except LLMError:
+            raise  # the model condensing the follow-up failed: the caller reports it as any model failure
         except Exception:
             log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
             retrieval_failed = True
 
-    # 4. CONTEXT: hits above the similarity floor (or covering the question's words), best first,
-    # whole chunks within the byte budget.
+    # 4. CONTEXT: hits above the similarity floor (or covering the question's words), whole chunks
+    # within the byte budget, numbered by similarity so the list reads best first.
     chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
     sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
@@ -162,6 +181,51 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
                "instruction": instruction is not None},
         message_ids=[user_msg["id"]], language=language,
     )
+
+
+def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[dict[str, Any]], *, k: int,
+                              site_id: str | None) -> tuple[str, list[ChunkHit]]:
+    """(retrieval query, hits) of a message in a conversation: the message alone unless it depends on it.
+
+    The message is searched on its own and, after an earlier question, folded with the conversation
+    (condensed by the model, or joined to the previous question without one). The folded search is
+    kept only when it stays about the new message: its best passage must be nearly as close to the
+    message alone as the message's own best passage (`FOLLOW_UP_MARGIN`). A follow-up ("and from the
+    command line?") finds little by itself, so the folded passage is as close as anything; a new topic
+    has its own close passage, and the previous topic's passage is far from it.
+    """
+    alone = wb.retrieve(message, k=k, site_id=site_id)
+    if not any(m["role"] == "user" for m in history):
+        return message, alone
+    folded = wb.llm.condense(history, message)
+    if not folded or folded == message:
+        return message, alone
+    contextual = wb.retrieve(folded, k=k, site_id=site_id)
+    if not contextual:
+        return message, alone
+    if not alone:
+        return folded, contextual
+    best_alone = alone[0].similarity
+    closeness = message_similarity(wb, message, [contextual[0]], alone)[0]
+    if closeness >= best_alone - FOLLOW_UP_MARGIN:
+        return folded, contextual
+    return message, alone
+
+
+def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
+                       known: Sequence[ChunkHit] = ()) -> list[float]:
+    """Cosine similarity of each hit's chunk to the message (taken from `known` hits of it when there)."""
+    seen = {h.chunk_id: h.similarity for h in known}
+    missing = [h.chunk_id for h in hits if h.chunk_id not in seen]
+    if missing:
+        from rag_core.search.retrieval import embed_query
+
+        vector = embed_query(wb.embedder, " ".join(message.split()))
+        with wb.db.connection() as conn:
+            rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
+                                (vector, missing)).fetchall()
+        seen.update({int(i): float(sim or 0.0) for i, sim in rows})
+    return [seen.get(h.chunk_id, 0.0) for h in hits]
 
 
 def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,

@@ -14,12 +14,16 @@ import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from rag_core.display import auto_progress
 from rag_core.errors import InvalidInput, RagError
 from rag_core.evaluation.datasets import BeirDataset, find_eval_set, load_beir
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
 from rag_core.search.validation import MAX_QUERY_CHARS, MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EVAL_SITE_PREFIX = "eval:"
 RANK_DEPTH = 10  # mrr@10 and ndcg@10 need the top ten documents
@@ -46,6 +50,18 @@ class EvalResult:
     errors: int = 0
     ingest: dict[str, Any] = field(default_factory=dict)
     per_query: list[dict[str, Any]] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the metrics as bars, latency, and the weakest queries."""
+        from rag_core.display import eval_html
+
+        return eval_html(self)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per judged query: dataset, mode, query_id, hit, precision, recall, mrr, ndcg, ms, ranked."""
+        from rag_core.display import eval_frame
+
+        return eval_frame(self)
 
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:
         """The JSON `rag eval --json` prints: metric keys are named by their cut-off (precision@5...)."""
@@ -131,10 +147,12 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
 def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
                      ingest_progress: Callable[[Any], None] | None = None,
                      query_progress: Callable[[int, int], None] | None = None,
-                     engine: Any = None, label: str | None = None) -> EvalResult:
+                     engine: Any = None, label: str | None = None, site_id: str | None = None) -> EvalResult:
     """Ingest a loaded set into `eval:<name>` (once) and score its judged queries.
 
     Args:
+        site_id: score against the documents already stored in this site (a user's own judged queries,
+            whose document ids are the stored sources): nothing is ingested.
         engine: the SearchEngine to query (default wb.search_engine); sweeps pass one with other
             fusion or reranker settings over the same store.
         label: the mode name recorded in the result (e.g. "hybrid+rerank"); defaults to `mode`.
@@ -147,9 +165,15 @@ def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int =
     if not qids:
         raise InvalidInput(f"Evaluation set '{ds.name}' has no judged query to score.")
     engine = engine if engine is not None else wb.search_engine
-    site = EVAL_SITE_PREFIX + ds.name
-    ingest = ingest_dataset(wb, ds, ingest_progress)
-    doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
+    ingest_progress = auto_progress(ingest_progress, f"ingest {ds.name}")
+    on_query = auto_progress((lambda p: query_progress(*p)) if query_progress else None,
+                             f"{ds.name} · {label or mode}", unit="query")
+    if site_id is not None:
+        site, ingest, doc_of_source = site_id, {}, {}
+    else:
+        site = EVAL_SITE_PREFIX + ds.name
+        ingest = ingest_dataset(wb, ds, ingest_progress)
+        doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
     depth = max(RANK_DEPTH, k)
     sums = {"precision": 0.0, "hit": 0.0, "recall": 0.0, "mrr": 0.0, "ndcg": 0.0}
     latencies: list[float] = []
@@ -177,8 +201,8 @@ def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int =
         for key, value in scores.items():
             sums[key] += value
         per_query.append({"query_id": qid, "ranked": ranked[:depth], **scores, "ms": round(latencies[-1], 1)})
-        if query_progress:
-            query_progress(n, len(qids))
+        if on_query:
+            on_query((n, len(qids)))
     count = len(qids)
     return EvalResult(
         dataset=ds.name, site_id=site, mode=label or mode, k=k, queries=count, embedder=wb.embedder_name,

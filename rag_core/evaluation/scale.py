@@ -114,7 +114,7 @@ def bulk_ingest(wb: Any, records: Sequence[dict], target: int, unit: str = "chun
 
     # What autovacuum does after a bulk load, done now: statistics, visibility map, GIN pending list.
     with psycopg.connect(wb.db.url, autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE) documents, chunks, term_stats, corpus_stats")
+        conn.execute("VACUUM (ANALYZE) documents, chunks, term_stats, corpus_stats, postings")
     with wb.db.connection() as conn:
         chunks, docs = conn.execute("SELECT count(*), count(DISTINCT document_id) FROM chunks WHERE site_id = %s",
                                     (site,)).fetchone()

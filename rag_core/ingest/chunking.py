@@ -13,7 +13,6 @@ packing. Every chunk satisfies `text[chunk.start_char:chunk.end_char] == chunk.t
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass
 
@@ -134,6 +133,11 @@ def _sentence_starts(text: str, start: int, end: int) -> list[int]:
     return out
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences of one paragraph, by the same rules the chunker cuts at, each stripped."""
+    return [text[a:b] for a, b in _split_at(text, 0, len(text), _sentence_starts(text, 0, len(text)))]
+
+
 def _pieces(text: str, chunk_size: int) -> list[tuple[int, int]]:
     pieces: list[tuple[int, int]] = []
     for a, b in _paragraphs(text):
@@ -204,6 +208,8 @@ def chunk_text(
         raise ValueError(f"chunk_overlap must be in [0, chunk_size), got {chunk_overlap}")
     if not text or text.isspace():
         return []
+    if pages:
+        return _chunk_pages(text, chunk_size, chunk_overlap, pages)
 
     pieces = _pieces(text, chunk_size)
     spans: list[tuple[int, int]] = []
@@ -241,20 +247,20 @@ def chunk_text(
         if start < end:
             spans.append((start, end))
 
-    page_starts: list[int] = []
-    page_numbers: list[int] = []
-    if pages:
-        for number, p_start, _p_end in sorted(pages, key=lambda p: p[1]):
-            page_starts.append(p_start)
-            page_numbers.append(number)
+    return [Chunk(index, text[a:b], a, b, count_tokens(text[a:b])) for index, (a, b) in enumerate(spans)]
 
-    chunks = []
-    for index, (start, end) in enumerate(spans):
-        page = None
-        if page_starts:
-            # The last page starting at or before the chunk; a chunk before all spans gets the first.
-            k = bisect.bisect_right(page_starts, start) - 1
-            page = page_numbers[max(k, 0)]
-        body = text[start:end]
-        chunks.append(Chunk(index, body, start, end, count_tokens(body), page))
+
+def _chunk_pages(text: str, chunk_size: int, chunk_overlap: int,
+                 pages: list[tuple[int, int, int]]) -> list[Chunk]:
+    """Chunks that never cross a page boundary, each with its page's number.
+
+    A chunk spanning two pages would cite a sentence of the second page with the first page's
+    number; cutting at the boundary makes every chunk's page the page of each of its sentences.
+    Text before the first page or between pages (the loader's separators) belongs to no chunk.
+    """
+    chunks: list[Chunk] = []
+    for number, p_start, p_end in sorted(pages, key=lambda p: p[1]):
+        for piece in chunk_text(text[p_start:p_end], chunk_size, chunk_overlap):
+            a, b = p_start + piece.start_char, p_start + piece.end_char
+            chunks.append(Chunk(len(chunks), piece.text, a, b, piece.token_count, number))
     return chunks

@@ -378,6 +378,11 @@ def _load_text(data: bytes, stem: str, url: str | None, file_type: str) -> Loade
 # ----------------------------------------------------------------- pdf
 
 
+# Titles that PDF printers write when the real one is unknown (a browser's "Save as PDF" of a blank tab,
+# an unnamed Word document): the file name says more than these or than the first line of text.
+PLACEHOLDER_PDF_TITLES = frozenset({"about:blank", "untitled", "untitled document", "document", "none", "null"})
+
+
 def _load_pdf(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     import pypdf
     from pypdf.errors import PyPdfError
@@ -467,6 +472,8 @@ def _load_pdf(data: bytes, stem: str, url: str | None) -> LoadedDocument:
                 info_title = value
             else:
                 meta[key] = value
+    if info_title and info_title.lower() in PLACEHOLDER_PDF_TITLES:
+        return LoadedDocument(text=text, title=stem, file_type="pdf", pages=pages, metadata=meta)
     first_line = text.split("\n", 1)[0].strip()
     title = info_title or (first_line if 0 < len(first_line) < 120 else "") or stem
     return LoadedDocument(text=text, title=title, file_type="pdf", pages=pages, metadata=meta)

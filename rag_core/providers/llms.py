@@ -81,7 +81,7 @@ class ExtractiveLLM(LLM):
         return f"{previous} {question}".strip() if previous else question
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
-        from rag_core.chat.extractive import answers_question, pick_sentences, score_sentences
+        from rag_core.chat.extractive import answers_question, cite, join_quotes, pick_sentences, score_sentences
 
         words = labels(request.language)
         if not request.passages:
@@ -98,19 +98,13 @@ class ExtractiveLLM(LLM):
         scored = score_sentences(request.question, [(p.n, p.text) for p in request.passages],
                                  context_query=context_query, embed=embed, embed_query=embed_query)
         if not scored:
-            parts = [words["no_answer"]]
+            text = words["no_answer"]
         elif answers_question(scored[0]):
-            parts = [f"{s.text} [{s.passage}]" for s in pick_sentences(scored, max_sentences=self.max_sentences)]
+            text = join_quotes([cite(s) for s in pick_sentences(scored, max_sentences=self.max_sentences)])
         else:
-            parts = [words["no_answer"], f"{words['closest']} {scored[0].text} [{scored[0].passage}]"]
-        text = parts[0]
+            text = f"{words['no_answer']}\n{words['closest']} {cite(scored[0])}"
         if on_token:
-            on_token(parts[0])
-        for part in parts[1:]:
-            piece = ("\n" if part.startswith(words["closest"]) else " ") + part
-            text += piece
-            if on_token:
-                on_token(piece)
+            on_token(text)
         return text
 
 

@@ -1,18 +1,38 @@
 """The retrieval core: dense ranks, BM25 full-text ranks and their fusion in ONE SQL statement.
 
-Full text is real BM25 computed in SQL (k1=0.9, b=0.4) from the per-site statistics that triggers
-keep (term_stats, corpus_stats, chunks.fts_len; migration 0002). Candidates come from the GIN index
-with an OR-query of the query's *rare* lexemes (document frequency at most 10% of the chunks), then
-every query lexeme is scored on them. PostgreSQL's ts_rank with AND-queries finds almost nothing
-for natural-language questions (scifact nDCG@10 0.07); BM25 matches the reference implementation.
+Full text is BM25 (k1=0.9, b=0.4) over the chunks' tsvector lexemes (stemmed English and Russian,
+character bigrams under 'simple' for Japanese), read from an inverted index kept in PostgreSQL
+(`postings`, migration 0003: per site, lexeme and chunk the term frequency and the chunk length;
+corpus size, total length and document frequencies come from corpus_stats / term_stats, 0002).
+Triggers write all of it in the transaction that writes the chunks.
+
+How the work per query lexeme is bounded, whatever the corpus size:
+1. Each lexeme's postings are read from the head of its list in impact order (a btree on
+   (site, lexeme, impact DESC)), at most `Fusion.depth` of them. The impact is BM25's
+   term-frequency factor tf / (tf + k1 (1 - b + b len / L0)) at a fixed reference length L0, so it
+   never goes stale; from the last impact read, `gm`, the most any unread posting of that lexeme
+   can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
+2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
+   gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
+   score are rescored exactly by primary-key probes into the cut lists only; the top
+   `candidates` of them are the full-text ranking.
+3. The statement also reports whether that top is provably exact: its last score is at least
+   every other chunk's optimistic score and the sum of the bounds (a chunk seen nowhere). A list
+   shorter than the depth is read whole, so rare lexemes are always exact.
+Filters are a per-posting check during the walk (document_id in the filtered documents), so the
+walk continues until it has `depth` postings that pass or the list ends: full text is never empty
+while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
+scoring of that lexeme's list. Measured (see README "Full text at scale"): the same top-10 as an
+exact BM25 over the same lexemes on every shared set (overlap in README), at a cost that stops
+growing once lists are longer than the depth.
 
 Dense candidates come from the HNSW index (pgvector 0.8 iterative scan when a filter or a site
 narrows the set), or from an exact scan when the filtered set is small enough to read whole.
 
 The two candidate lists are fused by weighted scores (see DEFAULT_FUSION for the measured choice;
 weighted reciprocal rank is the other method on offer), chunks are grouped into documents by their
-best chunk, and the page, the total and the facets are computed over the same candidate set. Every value is a bound parameter; the SQL text
-is assembled only from the fixed fragments below.
+best chunk, and the page, the total and the facets are computed over the same candidate set. Every
+value is a bound parameter; the SQL text is assembled only from the fixed fragments below.
 """
 
 from __future__ import annotations
@@ -30,6 +50,8 @@ from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
 # A filtered set of at most this many chunks is ranked exactly (read whole) instead of through HNSW.
 EXACT_SCAN_MAX = 10_000
+# The BM25 parameters and reference chunk length of the postings' impact order (migration 0003).
+IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
 
@@ -50,8 +72,10 @@ class Fusion:
     candidates: int = 100          # chunks taken from each ranking before fusion
     k1: float = 0.9                # BM25 term-frequency saturation
     b: float = 0.4                 # BM25 length normalisation
-    prefilter_df: float = 0.1      # lexemes in more than this share of chunks do not pick candidates
-    prefilter_budget: int = 4000   # rarest lexemes pick candidates until their document frequencies add up to this
+    prefilter_df: float = 0.1      # lexemes in more than this share of chunks are not reported as `terms`
+    depth: int = 1000              # postings read from the head of each query lexeme's impact-ordered list
+    rescore: int = 300             # candidates rescored exactly on the lexemes whose lists were cut
+    cosine_floor: float | None = None  # hybrid keeps a chunk without a full-text match only above this cosine
 
     @property
     def max_score(self) -> float:
@@ -66,6 +90,20 @@ class Fusion:
 # 0.9 * bm25/max + 0.1 * cosine is the one setting tried that never lands below either part, and
 # every alpha from 0.85 to 0.95 stays within 0.002 of it.
 DEFAULT_FUSION = Fusion(method="convex", alpha=0.9)
+
+
+# The relevance floor of hybrid search, per embedder (registry name, RAG_EMBEDDER): a chunk that
+# matches no query lexeme counts as a hit only when its cosine to the query reaches this value, so
+# results, totals and facets count documents that match. Calibrated on the shared sets (README
+# "Relevance floor"); RAG_SEARCH_COSINE_FLOOR overrides it. An embedder missing here has no floor.
+COSINE_FLOOR: dict[str, float] = {
+    "use-multilingual": 0.30,
+}
+
+
+def cosine_floor(embedder: str, override: float | None = None) -> float | None:
+    """The relevance floor for an embedder: the setting when given, else the calibrated value."""
+    return override if override is not None else COSINE_FLOOR.get(embedder)
 
 
 @dataclass
@@ -141,6 +179,7 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "stats": site.format(a="s"),
         "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
         "chunk_filter": " AND c.document_id IN (SELECT id FROM fd)" if filters else "",
+        "posting_filter": " AND p.document_id IN (SELECT id FROM fd)" if filters else "",
         # Walking the HNSW index the filter must stay a per-row check: as a join the planner would
         # rank every filtered chunk exactly instead (seconds at 100k chunks with a broad filter).
         "chunk_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = c.document_id"
@@ -201,34 +240,57 @@ qw AS (
           GROUP BY s.lexeme HAVING sum(s.df) > 0) t
     CROSS JOIN cs
 ),
-pf AS (
-    SELECT lex FROM (
-        SELECT lex, df, sum(df) OVER (ORDER BY df, lex) AS cum, row_number() OVER (ORDER BY df, lex) AS nth
-        FROM qw) x
-    WHERE nth = 1 OR (df <= %(prefilter_df)s * (SELECT n FROM cs) AND cum <= %(prefilter_budget)s)
-),
-qa AS (
-    SELECT (SELECT string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | ')
-            FROM pf)::tsquery AS tsq,
-           (SELECT array_agg(lex) FROM qw) AS lexes,
-           (SELECT total_len / n FROM cs) AS avglen
-),
+qa AS (SELECT (SELECT total_len / n FROM cs) AS avglen),
 """
 
+# Full-text top-k from the postings (migration 0003): the head of each query lexeme's impact-ordered
+# list, its chunks rescored exactly on the lexemes whose lists were cut (see the module docstring).
 _FULLTEXT_RANK_CTES = r"""
-ft AS (
-    SELECT c.id,
-           sum(qw.idf * cardinality(u.positions) * (%(k1)s + 1)
-               / (cardinality(u.positions) + %(k1)s * (1 - %(b)s + %(b)s * c.fts_len / qa.avglen))) AS score
-    FROM qa
-    JOIN chunks c ON {chunk_scope} AND c.fts @@ qa.tsq{chunk_filter}
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(setweight(c.fts, 'D'), 'A', qa.lexes), '{{a}}')) AS u
-    JOIN qw ON qw.lex = u.lexeme
-    GROUP BY c.id
-    ORDER BY score DESC, c.id
+sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
+pre AS MATERIALIZED (
+    SELECT s.site_id, q.lex, p.chunk_id, p.impact,
+           q.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
+    FROM qw q CROSS JOIN sites s CROSS JOIN qa
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.tf, p.len, p.impact FROM postings p
+        WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
+        ORDER BY p.impact DESC LIMIT %(depth)s) p
+),
+cut AS (
+    SELECT x.site_id, x.lex, q.idf,
+           q.idf * (%(k1)s + 1) * x.last / (x.last + least(1, %(impact_len)s / qa.avglen) * (1 - x.last)) AS ub
+    FROM (SELECT site_id, lex, min(impact) AS last FROM pre GROUP BY 1, 2 HAVING count(*) >= %(depth)s) x
+    JOIN qw q ON q.lex = x.lex CROSS JOIN qa
+),
+cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
+part AS (
+    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(c.ub), 0) AS seen_ub,
+           array_agg(pr.lex) AS lexes
+    FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
+    GROUP BY 1, 2
+),
+opt AS MATERIALIZED (
+    SELECT p.site_id, p.chunk_id, p.seen, p.lexes, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic,
+           row_number() OVER (ORDER BY p.seen + coalesce(s.ub, 0) - p.seen_ub DESC, p.chunk_id) AS nth
+    FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
+),
+ft AS MATERIALIZED (
+    SELECT o.chunk_id AS id, o.seen + coalesce((
+               SELECT sum(c.idf * p.tf * (%(k1)s + 1)
+                          / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / (SELECT avglen FROM qa))))
+               FROM cut c JOIN postings p ON p.site_id = c.site_id AND p.lexeme = c.lex AND p.chunk_id = o.chunk_id
+               WHERE c.site_id = o.site_id AND c.lex <> ALL (o.lexes)), 0) AS score
+    FROM opt o WHERE o.nth <= %(rescore)s
+    ORDER BY score DESC, id
     LIMIT %(n)s
 ),
 ftr AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r, max(score) OVER () AS mx FROM ft),
+ft_exact AS (
+    -- True when the rescored top is provably the exact BM25 top: no chunk outside it can score more.
+    SELECT coalesce((SELECT min(score) FROM ft), 0) >= greatest(
+               coalesce((SELECT max(optimistic) FROM opt WHERE nth > %(rescore)s), 0),
+               coalesce((SELECT max(ub) FROM cut_sum), 0)) AS exact
+),
 """
 
 _DENSE_CTES = """
@@ -249,6 +311,7 @@ _FUSED = {
     SELECT coalesce(f.id, d.id) AS id, f.r AS fr, d.r AS dr, f.score AS bm25,
            coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) + coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS score
     FROM ftr f FULL JOIN der d ON d.id = f.id
+    WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s
 ),""",
     "convex": """fused AS (
     SELECT x.id, x.fr, x.dr, x.bm25,
@@ -258,6 +321,7 @@ _FUSED = {
                  (SELECT max(mx) FROM ftr) AS mx
           FROM ftr f FULL JOIN der d ON d.id = f.id) x
     JOIN chunks c ON c.id = x.id
+    WHERE x.fr IS NOT NULL OR x.cos >= %(floor)s
 ),""",
 }
 
@@ -290,7 +354,8 @@ SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms,
        p.doc_rank, p.doc_score, d.id, d.site_id, d.source, d.title, d.file_type, d.file_size,
        d.created_at, d.updated_at, d.doc_date,
        h.id, h.rank_in_doc, h.score, h.fr, h.dr, h.bm25,
-       c.chunk_index, c.text, c.start_char, c.end_char, c.page_number, c.language, {cos} AS cos
+       c.chunk_index, c.text, c.start_char, c.end_char, c.page_number, c.language, {cos} AS cos,
+       {ft_exact} AS ft_exact
 FROM meta m
 LEFT JOIN page p ON true
 LEFT JOIN documents d ON d.id = p.document_id
@@ -302,7 +367,8 @@ ORDER BY p.doc_rank, h.rank_in_doc
 _CHUNK_OUTPUT = """
 top AS (SELECT * FROM fused ORDER BY score DESC, id LIMIT %(k)s)
 SELECT t.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text,
-       c.start_char, c.end_char, c.page_number, {cos} AS cos, t.score, t.dr, t.fr, t.bm25, c.language
+       c.start_char, c.end_char, c.page_number, {cos} AS cos, t.score, t.dr, t.fr, t.bm25, c.language,
+       {ft_exact} AS ft_exact
 FROM top t JOIN chunks c ON c.id = t.id JOIN documents d ON d.id = c.document_id
 ORDER BY t.score DESC, t.id
 """
@@ -316,7 +382,7 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         # The query's lexemes and their statistics; documents output reports the rare ones as `terms`.
         parts.append(_LEXEME_CTES.format(stats_scope=frag["stats"]))
     if mode in ("fulltext", "hybrid"):
-        parts.append(_FULLTEXT_RANK_CTES.format(chunk_scope=frag["chunk"], chunk_filter=frag["chunk_filter"]))
+        parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
         if dense_order == "index":
             order, dense_filter = "c.embedding <=> %(emb)s::vector", frag["chunk_filter_row"]
@@ -325,7 +391,8 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
     cos = "1 - (c.embedding <=> %(emb)s::vector)" if mode != "fulltext" else "NULL::float8"
-    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos))
+    ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
+    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact))
     return "\n".join(parts)
 
 
@@ -374,10 +441,12 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
 def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str], emb: np.ndarray | None) -> dict[str, Any]:
     params = _scope_params(scope)
     params.update({
-        "cfgs": configs, "qtexts": texts, "prefilter_df": fusion.prefilter_df,
-        "prefilter_budget": fusion.prefilter_budget, "k1": fusion.k1, "b": fusion.b,
-        "n": fusion.candidates, "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,
-        "alpha": fusion.alpha,
+        "cfgs": configs, "qtexts": texts, "prefilter_df": fusion.prefilter_df, "k1": fusion.k1, "b": fusion.b,
+        "n": fusion.candidates, "rescore": max(fusion.rescore, fusion.candidates), "impact_len": IMPACT_LEN,
+        # The impact order bounds unread postings only for the BM25 parameters it was built with.
+        "depth": max(fusion.depth, fusion.candidates) if (fusion.k1, fusion.b) == (IMPACT_K1, IMPACT_B) else 2**31 - 1,
+        "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,
+        "alpha": fusion.alpha, "floor": fusion.cosine_floor if fusion.cosine_floor is not None else -2.0,
     })
     if emb is not None:
         params["emb"] = emb
@@ -424,7 +493,7 @@ def _documents_from_rows(rows: list[tuple], configs: list[str], plan: str) -> Co
     docs: dict[int, DocumentHit] = {}
     for r in rows:
         (_, _, _, _, _, doc_rank, doc_score, doc_id, site_id, source, title, file_type, file_size, created, updated,
-         doc_date, chunk_id, rank_in_doc, score, fr, dr, bm25, chunk_index, text, start, end, page, lang, cos) = r
+         doc_date, chunk_id, rank_in_doc, score, fr, dr, bm25, chunk_index, text, start, end, page, lang, cos, _) = r
         if doc_id is None:
             continue
         doc = docs.get(doc_id)
@@ -497,3 +566,26 @@ def term_coverage(db: Any, query: str, hits: Sequence[ChunkHit]) -> dict[int, fl
               "texts": [cjk_bigrams(query) if lang == "ja" else query for lang in langs]}
     with db.connection() as conn:
         return {int(r[0]): float(r[1]) for r in conn.execute(_COVERAGE_SQL, params).fetchall()}
+
+
+def fulltext_ranking(db: Any, query: str, *, k: int = 10, site_id: str | None = None, types: Sequence[str] = (),
+                     fusion: Fusion = DEFAULT_FUSION, exact: bool = False) -> tuple[list[tuple[int, float]], bool]:
+    """The full-text ranking alone: ([(chunk id, BM25 score)] best first, whether it is provably exact).
+
+    With exact=True every posting of every query lexeme is read and scored (the reference the
+    pruned ranking is measured against).
+    """
+    scope = _Scope(site_id, tuple(types))
+    fusion = replace(fusion, candidates=k)
+    if exact:
+        fusion = replace(fusion, depth=2**31 - 1, rescore=2**31 - 1)
+    frag = _scope_sql(scope)
+    sql = "\n".join(["WITH", frag["fd"], _LEXEME_CTES.format(stats_scope=frag["stats"]),
+                     _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]),
+                     "x AS (SELECT 1) SELECT f.id, f.score, (SELECT exact FROM ft_exact) FROM ft f ORDER BY f.score DESC, f.id"])
+    with db.connection() as conn:
+        languages = [r[0] for r in conn.execute(
+            f"SELECT DISTINCT s.language FROM corpus_stats s WHERE {frag['stats']}", _scope_params(scope)).fetchall()]
+        configs, texts = query_configs(query, languages)
+        rows = conn.execute(sql, _params(scope, fusion, configs, texts, None)).fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows], bool(rows[0][2]) if rows else True

@@ -182,33 +182,46 @@ def _since(value: Any) -> dt.datetime | None:
     raise TypeError(f"since must be a datetime, date, timedelta or ISO string; got {value!r}")
 
 
-def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> dict[str, Any]:
-    """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
-
-    With site_id None every site counts except the evaluation sites ('eval:*').
-    """
+def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
+    """The WHERE clause (params: site, since) for one site or every site but the evaluation sites
+    ('eval:*'), from `since` on; the background writer is flushed first so the rows are all there."""
     start = _since(since)
     flush_query_log(db)
     where = ("site_id = %(site)s" if site_id is not None
              else "(site_id IS NULL OR site_id NOT LIKE 'eval:%%')")
     if start is not None:
         where += " AND created_at >= %(since)s"
+    return where, start
+
+
+def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> dict[str, Any]:
+    """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
+
+    With site_id None every site counts except the evaluation sites ('eval:*').
+    """
+    where, start = _scope(db, site_id, since)
     args = {"site": site_id, "since": start, "top": top}
+    # A search a surface marked as not typed (a page, filter or chart click) is no new query; a search left
+    # empty by a date filter says nothing about the words, so it is no zero-result query either.
+    typed = "coalesce((params ->> 'typed')::boolean, true)"
+    zero = ("error_code IS NULL AND result_count = 0 AND params ->> 'date_from' IS NULL "
+            "AND params ->> 'date_to' IS NULL")
     with db.connection() as conn:
-        total, errors, zero, hits, avg_ms, p50, p95 = conn.execute(
+        total, errors, zeros, hits, avg_ms, p50, p95, typed_total = conn.execute(
             f"""SELECT count(*), count(*) FILTER (WHERE error_code IS NOT NULL),
-                       count(*) FILTER (WHERE error_code IS NULL AND result_count = 0),
+                       count(*) FILTER (WHERE {zero} AND {typed}),
                        count(*) FILTER (WHERE params ->> 'cache' = 'hit'),
                        avg(duration_ms) FILTER (WHERE error_code IS NULL),
                        percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL),
-                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL)
+                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE error_code IS NULL),
+                       count(*) FILTER (WHERE {typed})
                 FROM query_log WHERE {where}""", args).fetchone()
         popular = conn.execute(
             f"""SELECT min(query), count(*), max(created_at) FROM query_log WHERE {where} AND error_code IS NULL
-                GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
+                AND {typed} GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
         zero_rows = conn.execute(
             f"""SELECT min(query), count(*), max(created_at) FROM query_log
-                WHERE {where} AND error_code IS NULL AND result_count = 0
+                WHERE {where} AND {zero} AND {typed}
                 GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
         by_mode = dict(conn.execute(f"SELECT mode, count(*) FROM query_log WHERE {where} GROUP BY 1 ORDER BY 2 DESC",
                                     args).fetchall())
@@ -222,7 +235,7 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         daily = conn.execute(
             f"""SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*),
                        count(*) FILTER (WHERE error_code IS NOT NULL),
-                       count(*) FILTER (WHERE error_code IS NULL AND result_count = 0),
+                       count(*) FILTER (WHERE {zero} AND {typed}),
                        avg(duration_ms) FILTER (WHERE error_code IS NULL)
                 FROM query_log WHERE {where} GROUP BY 1 ORDER BY 1""", args).fetchall()
 
@@ -231,7 +244,8 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
 
     return {
         "site_id": site_id, "since": start.isoformat() if start else None,
-        "searches": total, "errors": errors, "zero_results": zero, "cache_hits": hits,
+        "searches": total, "typed_searches": typed_total, "errors": errors, "zero_results": zeros,
+        "cache_hits": hits,
         "avg_ms": ms(avg_ms), "p50_ms": ms(p50), "p95_ms": ms(p95),
         "by_mode": by_mode, "errors_by_code": by_code,
         # Median milliseconds of each stage of the searches that ran (cache hits have none).
@@ -250,13 +264,8 @@ LATENCY_EDGES_MS = (10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
 def latency_histogram(db: Database, site_id: str | None = None, since: Any = None,
                       edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> dict[str, Any]:
     """Successful searches counted per latency bucket (aggregated in SQL), with p50 and p95."""
-    start = _since(since)
-    flush_query_log(db)
-    where = ("site_id = %(site)s" if site_id is not None
-             else "(site_id IS NULL OR site_id NOT LIKE 'eval:%%')")
+    where, start = _scope(db, site_id, since)
     where += " AND error_code IS NULL"
-    if start is not None:
-        where += " AND created_at >= %(since)s"
     args = {"site": site_id, "since": start, "edges": [float(e) for e in edges_ms]}
     with db.connection() as conn:
         counts = dict(conn.execute(
@@ -274,3 +283,17 @@ def latency_histogram(db: Database, site_id: str | None = None, since: Any = Non
         buckets.append({"label": label, "from_ms": lo, "to_ms": hi, "searches": int(counts.get(i, 0))})
     return {"searches": int(total), "p50_ms": round(float(p50), 1) if p50 is not None else None,
             "p95_ms": round(float(p95), 1) if p95 is not None else None, "buckets": buckets}
+
+
+def recent_searches(db: Database, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[dict[str, Any]]:
+    """The latest query_log rows, newest first, as plain dicts (the notebook's query-log frame)."""
+    where, start = _scope(db, site_id, since)
+    with db.connection() as conn:
+        rows = conn.execute(
+            f"""SELECT created_at, query, mode, result_count, duration_ms, error_code, params ->> 'cache',
+                       site_id, user_id
+                FROM query_log WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s""",
+            {"site": site_id, "since": start, "limit": limit}).fetchall()
+    return [{"created_at": at, "query": q, "mode": mode, "results": n, "ms": round(float(ms), 1),
+             "error_code": code, "cache": cache or "off", "site_id": site, "user_id": user}
+            for at, q, mode, n, ms, code, cache, site, user in rows]

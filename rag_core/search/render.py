@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rag_core.search.highlight import Highlight
@@ -14,12 +15,36 @@ def _marked(result: dict[str, Any]) -> list[str]:
     return [Highlight(text, [tuple(s) for s in sp]).marked() for text, sp in zip(result.get("highlights", []), spans)]
 
 
+def _md_plain(text: str) -> str:
+    """Document text inside markdown output: its own emphasis markers dropped (a bold word of the source
+    would otherwise meet the highlight's ** as "****word****"), a lone * and brackets escaped."""
+    text = re.sub(r"\*{2,}|(?<!\w)_{2,}|_{2,}(?!\w)", "", text)
+    return _md_escape(text.replace("*", "\\*"))
+
+
+def _md_marked(result: dict[str, Any]) -> list[str]:
+    """The highlights for markdown: matched terms in **bold**, the rest as plain text."""
+    spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
+    out = []
+    for text, sp in zip(result.get("highlights", []), spans):
+        pieces, pos = [], 0
+        for start, end in sorted((int(a), int(b)) for a, b in sp):
+            if start < pos or end <= start:
+                continue
+            term = _md_plain(text[start:end]).strip()
+            pieces += [_md_plain(text[pos:start]), f"**{term}**" if term else ""]
+            pos = end
+        pieces.append(_md_plain(text[pos:]))
+        out.append("".join(pieces))
+    return out
+
+
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _header(resp: dict[str, Any]) -> str:
+def header_line(resp: dict[str, Any]) -> str:
     pages = resp.get("total_pages") or 0
     page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 else ""
     return (f"{resp['total_results']} result{'s' if resp['total_results'] != 1 else ''} for \"{resp['query']}\""
@@ -54,7 +79,7 @@ def _chunk_label(c: dict[str, Any]) -> str:
 
 def render_text(resp: dict[str, Any]) -> str:
     """Plain text: numbered documents, highlights with **term**, context chunks, facets, suggestions."""
-    lines = [_header(resp), ""]
+    lines = [header_line(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"{n}. {r['title']}  [{r['relevance_score']:.2f}]")
         lines.append(f"   {r['file_path']}")
@@ -80,13 +105,13 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(resp: dict[str, Any]) -> str:
     """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
-    lines = [f"## Search: {resp['query']}", "", f"_{_header(resp)}_", ""]
+    lines = [f"## Search: {resp['query']}", "", f"_{header_line(resp)}_", ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
         lines.append("")
         lines.append(f"`{r['file_path']}` · {_meta(r)}")
         lines.append("")
-        for h in _marked(r):
+        for h in _md_marked(r):
             lines.append(f"> {h}")
             lines.append("")
         chunks = r.get("context_chunks") or []

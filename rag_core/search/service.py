@@ -23,7 +23,7 @@ from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, start_highlights
-from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, search_documents
+from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
 from rag_core.search.querylog import log_search, search_metrics
 from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import start_suggestions
@@ -85,6 +85,8 @@ class SearchEngine:
         self.settings = settings
         self._embedder = embedder
         self._check_store = check_store
+        if fusion.cosine_floor is None:
+            fusion = replace(fusion, cosine_floor=cosine_floor(settings.embedder, settings.search_cosine_floor))
         self.fusion = fusion
         self.cache = build_search_cache(settings)
         self._reranker: Any = _UNSET
@@ -104,8 +106,11 @@ class SearchEngine:
     def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,
                date_from: Any = None, date_to: Any = None, source: Any = None, site_id: Any = None,
                include_context: Any = True, max_chunks: Any = 3, user_id: str | None = None,
-               use_cache: bool = True) -> dict[str, Any]:
+               use_cache: bool = True, typed: bool | None = None) -> dict[str, Any]:
         started = time.perf_counter()
+        # A surface that knows whether its user typed this query (not a page, filter or chart click) says so;
+        # the popular-queries list counts only those.
+        origin = {} if typed is None else {"typed": bool(typed)}
         raw = {"mode": mode, "limit": limit, "page": page, "types": types, "date_from": date_from,
                "date_to": date_to, "source": source, "include_context": include_context, "max_chunks": max_chunks}
         try:
@@ -120,7 +125,7 @@ class SearchEngine:
             response, terms = _decode(cached)
             elapsed = time.perf_counter() - started
             response["search_time"] = f"{elapsed:.3f}s"
-            log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), "terms": terms, "cache": "hit"},
+            log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), **origin, "terms": terms, "cache": "hit"},
                        result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                        user_id=user_id)
             return response
@@ -141,7 +146,7 @@ class SearchEngine:
         if use_cache:
             self.cache.put(key, _encode(response, terms))
         log_search(self.db, query=req.query, mode=req.mode,
-                   params={**req.log_params(), "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan,
+                   params={**req.log_params(), **origin, "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan,
                            "stages_ms": stages},
                    result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                    user_id=user_id)

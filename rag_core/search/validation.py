@@ -14,6 +14,7 @@ MODES = ("hybrid", "semantic", "fulltext")
 DOCUMENT_TYPES = ("pdf", "docx", "xlsx", "txt", "md", "csv", "html")
 _TYPE_ALIASES = {"markdown": "md", "htm": "html", "text": "txt"}
 LIMIT_RANGE = (1, 50)
+MAX_PAGE = 10_000  # 500,000 results at 50 a page: past it a number is a typo or a probe, not a reader
 MAX_CHUNKS_RANGE = (1, 10)
 MAX_SOURCE_CHARS = 1000
 
@@ -135,7 +136,7 @@ def validate_search(query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: 
                        ", ".join(MODES))
     lim = _int(limit, "limit", *LIMIT_RANGE)
     chunks = _int(max_chunks, "max_chunks", *MAX_CHUNKS_RANGE)
-    pg = _int(page, "page", 1, None)
+    pg = _int(page, "page", 1, MAX_PAGE)
     start, end = _date(date_from, "date_from"), _date(date_to, "date_to")
     if start and end and start > end:
         raise InvalidQuery(f"date_from {start.isoformat()} is after date_to {end.isoformat()}; swap them.",

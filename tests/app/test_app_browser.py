@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+from urllib.parse import urlsplit
+
 import httpx
 import pytest
 
@@ -88,16 +90,50 @@ def settle(page, timeout_s: float = 120) -> None:
     pytest.fail(f"{page.url} kept running for {timeout_s} s")
 
 
-def check_and_shoot(page, name: str) -> None:
-    """Fail on any exception or error shown on the page; save a screenshot either way."""
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def guard_network(context) -> list[str]:
+    """Refuse, and remember, every request to a host other than this machine: an offline app makes none
+    (a favicon or a font from an outside host would be one)."""
+    outside: list[str] = []
+
+    def route(r) -> None:
+        url = r.request.url
+        host = urlsplit(url).hostname or ""
+        if url.startswith(("data:", "blob:", "about:")) or host in LOOPBACK:
+            r.continue_()
+        else:
+            outside.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+    return outside
+
+
+def check_and_shoot(page, name: str, outside: list[str] | None = None) -> None:
+    """Fail on any exception or error shown on the page, or any request to an outside host so far; save a
+    screenshot either way."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"app-{name}.png"), full_page=True)
+    assert not outside, f"{name}: requests to outside hosts: {sorted(set(outside))[:5]}"
     exceptions = page.locator('[data-testid="stException"]')
     assert exceptions.count() == 0, f"{name}: {exceptions.first.inner_text()[:800]}"
     errors = page.locator('[data-testid="stAlertContentError"]')
     assert errors.count() == 0, f"{name}: {errors.first.inner_text()[:800]}"
     body = page.locator("body").inner_text()
     assert "Traceback" not in body, f"{name}: a traceback is on the page"
+
+
+def search_for(page, base: str, words: str) -> None:
+    """Open the Search page, type `words`, press Enter and wait for the results."""
+    page.goto(f"{base}/search")
+    settle(page)
+    box = page.get_by_placeholder("e.g. how does hybrid search rank documents?")
+    box.fill(words)
+    box.press("Enter")
+    page.get_by_text("documents ·", exact=False).first.wait_for(timeout=120_000)
+    settle(page)
 
 
 def test_every_page_in_headless_chromium(app_server: str) -> None:
@@ -109,7 +145,9 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+            outside = guard_network(context)
+            page = context.new_page()
             # A fresh server's first request is a page URL (a bookmark, a reload after a restart): it must
             # still run through app.py's navigation, with the site picker and the page titles.
             page.goto(f"{app_server}/search")
@@ -120,7 +158,7 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
             for name, path in PAGES.items():
                 page.goto(f"{app_server}/{path}")
                 settle(page)
-                check_and_shoot(page, f"empty-{name}")
+                check_and_shoot(page, f"empty-{name}", outside)
             for name in ("chat", "search", "ingestion"):
                 page.goto(f"{app_server}/{PAGES[name]}")
                 settle(page)
@@ -132,7 +170,7 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
             page.get_by_role("button", name="Index the sample corpus").click()
             page.get_by_text("chunks in", exact=False).first.wait_for(timeout=180_000)
             settle(page)
-            check_and_shoot(page, "sample-corpus-indexed")
+            check_and_shoot(page, "sample-corpus-indexed", outside)
 
             page.goto(f"{app_server}/")
             settle(page)
@@ -142,28 +180,61 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
             settle(page)
             assert page.get_by_text("DATABASE_URL", exact=False).count() > 0
             page.locator('[data-testid="stChatMessage"]').first.scroll_into_view_if_needed()
-            check_and_shoot(page, "data-chat")
+            check_and_shoot(page, "data-chat", outside)
 
-            page.goto(f"{app_server}/search")
-            settle(page)
-            box = page.get_by_placeholder("e.g. how does hybrid search rank documents?")
-            box.fill("hybrid search fuses BM25")
-            box.press("Enter")
-            page.get_by_text("documents ·", exact=False).first.wait_for(timeout=120_000)
-            settle(page)
+            search_for(page, app_server, "hybrid search fuses BM25")
             assert page.get_by_text("Why this hit", exact=False).count() > 0
-            check_and_shoot(page, "data-search")
+            check_and_shoot(page, "data-search", outside)
             # A click on a bar of the type facet narrows the results to that type (plotly on_select).
             bar = page.locator(".js-plotly-plot .point path").first.bounding_box()  # plotly takes clicks on its
             page.mouse.click(bar["x"] + bar["width"] / 2, bar["y"] + bar["height"] / 2)  # drag layer, at the bar
             page.get_by_text("Narrowed by the charts to type md", exact=False).wait_for(timeout=60_000)
             settle(page)
-            check_and_shoot(page, "data-search-facet")
+            check_and_shoot(page, "data-search-facet", outside)
+
+            # The CSV download holds every result of the search, not only the page shown.
+            search_for(page, app_server, "document")
+            slider = page.locator('[data-testid="stSidebar"]').get_by_role("slider").first  # results per page
+            slider.focus()
+            page.keyboard.press("ArrowLeft")  # 10 -> 5 per page
+            page.get_by_text("Page 1 of 2", exact=False).wait_for(timeout=60_000)
+            settle(page)
+            total = int(page.get_by_text("documents ·", exact=False).first.inner_text().split()[0])
+            assert total > 5  # more than the page shown
+            with page.expect_download(timeout=120_000) as download:
+                page.get_by_role("button", name="CSV").click()
+            rows = Path(download.value.path()).read_text(encoding="utf-8").strip().splitlines()
+            assert len(rows) - 1 == total, (len(rows), total)
+            # Mark the first hit relevant: it becomes part of the user's judged set on the Analytics page.
+            page.get_by_role("button", name="Mark relevant").first.click()
+            page.get_by_role("button", name="Relevant", exact=True).first.wait_for(timeout=60_000)
+            settle(page)
+            check_and_shoot(page, "data-search-judged", outside)
+
+            # A chat Reset asks first (a reload starts a new conversation: pick the stored one).
+            page.goto(f"{app_server}/")
+            settle(page)
+            page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').nth(1).click()
+            page.get_by_role("option", name="How do I connect", exact=False).first.click()
+            settle(page)
+            page.get_by_role("button", name="Reset").click()
+            page.get_by_text("for good?", exact=False).wait_for(timeout=60_000)
+            settle(page)
+            check_and_shoot(page, "data-chat-reset-confirm", outside)
 
             for name in ("ingestion", "retention", "analytics"):
                 page.goto(f"{app_server}/{PAGES[name]}")
                 settle(page)
-                check_and_shoot(page, f"data-{name}")
+                if name == "ingestion":
+                    page.get_by_role("tab", name="Web pages").click()
+                    settle(page)
+                    assert page.get_by_role("button", name="Crawl", exact=True).is_disabled()  # empty allowlist
+                if name == "analytics":
+                    page.get_by_role("button", name="Evaluate 1 query").click()
+                    page.get_by_text("Per query", exact=False).wait_for(timeout=120_000)
+                    settle(page)
+                check_and_shoot(page, f"data-{name}", outside)
             assert page.get_by_text("Search volume", exact=False).count() > 0  # the searches above were logged
+            assert page.get_by_text("Developers' benchmark sets", exact=False).count() == 1
         finally:
             browser.close()

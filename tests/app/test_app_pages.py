@@ -101,7 +101,8 @@ def test_chat_turn_shows_sources_and_replays_them(app_wb, app_site) -> None:
     picker = at.selectbox(key="chat_session_pick")
     assert "What does hybrid search fuse?" in picker.format_func(picker.value)
 
-    at.sidebar.button[1].click().run()  # Reset: the session and its messages are gone
+    at.button(key="chat_reset").click().run()  # Reset asks first; the confirmation deletes the session
+    at.button(key="chat_reset_yes").click().run()
     assert_clean(at)
     assert not [m for m in at.chat_message if m.name == "assistant"]
 
@@ -142,14 +143,14 @@ def test_dry_run_counts_and_confirmed_purge_deletes(app_wb, app_site) -> None:
     at.button(key="purge_dry").click().run()
     assert_clean(at)
     preview = [i.value for i in at.info if "would delete" in i.value]
-    assert preview and "**2 messages**" in preview[0] and "**1 sessions**" in preview[0]
+    assert preview and "**2 messages**" in preview[0] and "**1 session**" in preview[0]
     assert len(app_wb.chat_history(session)) == 2  # a dry run deletes nothing
     assert at.button(key="purge_go").disabled  # the purge waits for the confirmation
 
     at.checkbox(key="purge_confirm").check().run()
     at.button(key="purge_go").click().run()
     assert_clean(at)
-    assert any("Deleted 2 messages and 1 sessions" in s.value for s in at.success)
+    assert any("Deleted 2 messages and 1 session " in s.value for s in at.success)
     assert app_wb.chat_history(session) == []
     audit = at.dataframe[-1].value.to_dict("records")
     assert not audit[0]["dry run"] and audit[0]["messages"] == 2 and audit[0]["by"] == "app"

@@ -13,30 +13,6 @@ from rag_core.cli.chat import DEFAULT_SESSION
 runner = CliRunner()
 
 
-@pytest.fixture
-def cli_env(cli_env, wb) -> None:
-    """The shared CLI environment, with the default CLI conversation emptied."""
-    wb.chat_reset(DEFAULT_SESSION)
-    yield
-    wb.chat_reset(DEFAULT_SESSION)
-
-
-@pytest.fixture
-def shared_embedder(monkeypatch: pytest.MonkeyPatch, wb, pg_url: str) -> None:
-    """`rag chat "..."` opens a Workbench per call; reuse the loaded embedder to keep the test quick."""
-    import rag_core.cli as cli
-    from rag_core.db.database import Database
-    from rag_core.settings import load_settings
-    from rag_core.workbench import Workbench
-
-    def workbench() -> Workbench:
-        fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
-        fresh._embedder = wb.embedder
-        return fresh
-
-    monkeypatch.setattr(cli, "_workbench", workbench)
-
-
 def test_chat_continues_the_default_session(cli_env, shared_embedder, docs_site) -> None:
     first = runner.invoke(app, ["chat", "What is hybrid search?", "--site", docs_site])
     assert first.exit_code == 0, first.output

@@ -105,3 +105,55 @@ def test_llm_registry(make_settings, monkeypatch) -> None:
     assert llm.describe() == "model 'qwen' at http://localhost:1234/v1"
     with pytest.raises(ConfigError, match="path of a local .gguf model file"):
         build_llm(make_settings(llm="llamacpp", llm_model="qwen"))
+
+
+MARKDOWN = """## Deleting documents
+
+On the Documents page, tick a document and press Delete. From the command line:
+
+```
+.venv/bin/rag delete docs/old.md
+```
+
+| setting | default | meaning |
+|---|---|---|
+| `RAG_MAX_FILE_MB` | 50 | largest file accepted |
+
+The REST call is `DELETE /documents?source=docs/old.md&site=x` and it answers 204. In the
+project folder, run `make install` first, e.g. before the first ingest.
+Options:
+- `--site NAME` limits it to a site
+- `--dry-run` prints what would go
+Ends with a lead-in:"""
+
+
+def test_answer_units_are_whole_sentences_items_and_blocks() -> None:
+    units = split_sentences(MARKDOWN)
+    assert units == [
+        "On the Documents page, tick a document and press Delete.",
+        "From the command line:\n```\n.venv/bin/rag delete docs/old.md\n```",
+        "The REST call is `DELETE /documents?source=docs/old.md&site=x` and it answers 204.",
+        "In the project folder, run `make install` first, e.g. before the first ingest.",
+        "Options:\n- `--site NAME` limits it to a site\n- `--dry-run` prints what would go",
+    ]
+    assert split_sentences("Run `make. Then` now here. Next one here.") == [
+        "Run `make. Then` now here.", "Next one here."]
+    assert split_sentences("日本の首都は\n東京です。次の文はこれです。") == ["日本の首都は東京です。", "次の文はこれです。"]
+
+
+def test_cited_blocks_keep_their_lines() -> None:
+    from rag_core.chat.extractive import Sentence, cite, join_quotes
+
+    block = cite(Sentence(2, 0, "From the command line:\n```\nrag delete x\n```"))
+    assert block == "From the command line: [2]\n```\nrag delete x\n```"
+    assert join_quotes(["One. [1]", "Two. [2]", block, "Three. [1]"]) == (
+        f"One. [1] Two. [2]\n\n{block}\n\nThree. [1]")
+
+
+def test_sources_read_most_similar_first_without_the_far_weaker_ones() -> None:
+    from rag_core.chat.context import trusted_order
+
+    hits = [_hit(1, "a"), _hit(2, "b"), _hit(3, "c")]
+    hits[0].similarity, hits[1].similarity, hits[2].similarity = 0.226, 0.293, 0.1
+    assert [h.chunk_id for h in trusted_order(hits)] == [2, 1]
+    assert trusted_order([]) == []

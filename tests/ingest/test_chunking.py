@@ -281,3 +281,19 @@ def test_random_texts_keep_invariants() -> None:
         assert_valid(text, chunks, size)
         if not text.strip():
             assert chunks == []
+
+
+def test_no_chunk_crosses_a_page_boundary() -> None:
+    page_texts = ["Short first page.", "A second page that is short too.", ("Third page line. " * 20).strip()]
+    text = "\n\n".join(page_texts)
+    pages, pos = [], 0
+    for n, body in enumerate(page_texts, start=1):
+        pages.append((n, pos, pos + len(body)))
+        pos += len(body) + 2
+    chunks = chunk_text(text, 200, 30, pages=pages)
+    assert_valid(text, chunks, 200)
+    assert [c.text for c in chunks[:2]] == page_texts[:2]  # the short pages are not packed together
+    for c in chunks:
+        n, start, end = pages[c.page_number - 1]
+        assert start <= c.start_char and c.end_char <= end
+    assert [c.index for c in chunks] == list(range(len(chunks)))

@@ -17,6 +17,8 @@ BAD = [
     ({"query": "ok", "max_chunks": 0}, "max_chunks"),
     ({"query": "ok", "max_chunks": 11}, "max_chunks"),
     ({"query": "ok", "page": 0}, "page"),
+    ({"query": "ok", "page": 10_001}, "page"),
+    ({"query": "ok", "page": 2**64}, "page"),
     ({"query": "ok", "mode": "fuzzy"}, "mode"),
     ({"query": "ok", "types": ["pdf", "exe"]}, "types"),
     ({"query": "ok", "date_from": "2024-13-01"}, "date_from"),

@@ -1,0 +1,305 @@
+"""How results look in a notebook: HTML with a plain fallback, pandas frames, progress bars.
+
+Jupyter asks an object for `_repr_html_` (JupyterLab, nbconvert's HTML export) and falls back to
+`_repr_markdown_` or `repr`. The search response, a chat turn, an evaluation result, the store's
+status and the row lists of the facade (documents, the query log) answer with the builders below.
+
+Rules every builder keeps:
+- every value from the store is HTML-escaped (documents are untrusted input);
+- styles are inline and nothing is loaded from another host, so an exported notebook looks the same
+  offline and a notebook never makes an outside request;
+- the HTML says the same as the plain text the CLI prints, no more: a similarity is a bar and the
+  percentage beside it, quotes are <mark>ed where the answer cites them.
+"""
+
+from __future__ import annotations
+
+import html
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rag_core.chat.turn import ChatTurn
+    from rag_core.evaluation.runner import EvalResult
+
+_BOX = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45;max-width:60rem"
+_MUTED = "color:#57606a"
+_MARK = "background:#ffe58f;padding:0 2px;border-radius:2px"
+_QUOTE = ("white-space:pre-wrap;border-left:3px solid #d0d7de;padding:0.3rem 0.7rem;margin:0.3rem 0;"
+          "max-height:14rem;overflow:auto")
+_TABLE = "border-collapse:collapse;font-size:12px"
+_CELL = "border-bottom:1px solid #d8dee4;padding:2px 8px;text-align:left;vertical-align:top"
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def similarity_bar(fraction: float, label: str = "") -> str:
+    """A horizontal bar for a 0..1 value with its label; values outside 0..1 are clipped."""
+    width = round(max(0.0, min(1.0, float(fraction))) * 100, 1)
+    return (f'<span style="display:inline-block;vertical-align:middle;width:6rem;height:0.6rem;'
+            f'background:#eaeef2;border-radius:3px;overflow:hidden"><span style="display:block;height:100%;'
+            f'width:{width}%;background:#2da44e"></span></span> <span style="{_MUTED}">{esc(label)}</span>')
+
+
+def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
+    """`text` HTML-escaped, each [start, end) span wrapped in a <mark>; overlapping spans are skipped."""
+    out, pos = [], 0
+    for start, end in sorted((int(s), int(e)) for s, e in spans):
+        if start < pos or end <= start:
+            continue
+        out += [esc(text[pos:start]), f'<mark style="{_MARK}">', esc(text[start:end]), "</mark>"]
+        pos = end
+    out.append(esc(text[pos:]))
+    return "".join(out)
+
+
+def source_link(path: str) -> str:
+    """A URL as a link that opens in a new tab; a file path as code."""
+    if path.startswith(("http://", "https://")):
+        return f'<a href="{esc(path)}" target="_blank" rel="noopener noreferrer">{esc(path)}</a>'
+    return f"<code>{esc(path)}</code>"
+
+
+def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
+    """Rows of dicts as a small HTML table (the first `limit` rows, then how many more)."""
+    if not rows:
+        return f'<div style="{_BOX};{_MUTED}">(no rows)</div>'
+    columns = list(columns or rows[0].keys())
+    head = "".join(f'<th style="{_CELL}">{esc(c)}</th>' for c in columns)
+    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{esc(_cell(r.get(c)))}</td>' for c in columns) + "</tr>"
+                   for r in rows[:limit])
+    more = f'<div style="{_MUTED}">… {len(rows) - limit} more rows</div>' if len(rows) > limit else ""
+    return f'<div style="{_BOX}"><table style="{_TABLE}"><tr>{head}</tr>{body}</table>{more}</div>'
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value[:5])) + (" …" if len(value) > 5 else "")
+    return "" if value is None else str(value)
+
+
+# ----- search -----
+def search_html(resp: dict[str, Any]) -> str:
+    """A search response: header, one card per document with its score, highlights and context, facets."""
+    from rag_core.search.render import header_line
+
+    first = (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1
+    parts = [f'<div style="{_BOX}"><div style="{_MUTED}">{esc(header_line(resp))}</div>']
+    for n, r in enumerate(resp.get("results") or [], first):
+        score = float(r.get("relevance_score") or 0.0)
+        ranks = " + ".join(f"{label} #{r[key]}" for key, label in (("dense_rank", "dense"), ("fulltext_rank", "full text"))
+                           if r.get(key) is not None)
+        parts.append(f'<div style="margin:0.6rem 0"><b>{n}. {esc(r.get("title") or r.get("file_path"))}</b> '
+                     f'{similarity_bar(score, f"{score:.2f}")}<br>{source_link(str(r.get("file_path", "")))} '
+                     f'<span style="{_MUTED}">· {esc(r.get("file_type"))} · {esc(r.get("file_size"))}'
+                     f'{" · " + esc(ranks) if ranks else ""}</span>')
+        spans = r.get("highlight_spans") or [[] for _ in r.get("highlights") or []]
+        for text, sp in zip(r.get("highlights") or [], spans):
+            parts.append(f'<div style="{_QUOTE}">… {marked_html(text, sp)} …</div>')
+        for c in r.get("context_chunks") or []:
+            page = f", page {c['page_number']}" if c.get("page_number") else ""
+            parts.append(f'<details><summary style="{_MUTED}">chunk {esc(c.get("chunk_index"))}{esc(page)} · '
+                         f'{float(c.get("relevance_score") or 0):.2f}</summary>'
+                         f'<div style="{_QUOTE}">{esc(c.get("text"))}</div></details>')
+        parts.append("</div>")
+    facets = resp.get("facets") or {}
+    for label, key in (("Types", "document_types"), ("Dates", "date_distribution")):
+        values = facets.get(key) or {}
+        if values:
+            parts.append(f'<div style="{_MUTED}">{label}: '
+                         + ", ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in values.items()) + "</div>")
+    if resp.get("suggestions"):
+        parts.append(f'<div style="{_MUTED}">Suggestions: {esc("; ".join(resp["suggestions"]))}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def hits_frame(resp: dict[str, Any]) -> "pd.DataFrame":
+    """One row per result document of a search response, in rank order."""
+    import pandas as pd
+
+    first = (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1
+    rows = [{"rank": n, "title": r.get("title"), "source": r.get("file_path"), "file_type": r.get("file_type"),
+             "score": r.get("relevance_score"), "dense_rank": r.get("dense_rank"),
+             "fulltext_rank": r.get("fulltext_rank"), "highlight": (r.get("highlights") or [""])[0],
+             "document_date": r.get("document_date"), "site_id": r.get("site_id")}
+            for n, r in enumerate(resp.get("results") or [], first)]
+    return pd.DataFrame(rows, columns=["rank", "title", "source", "file_type", "score", "dense_rank",
+                                       "fulltext_rank", "highlight", "document_date", "site_id"])
+
+
+class SearchResults(dict):
+    """The search response (the same dict REST and MCP return) that renders itself in Jupyter."""
+
+    def _repr_html_(self) -> str:
+        return search_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from rag_core.search.render import render_markdown
+
+        return render_markdown(self)
+
+    def to_pandas(self) -> "pd.DataFrame":
+        return hits_frame(self)
+
+
+# ----- chat -----
+def turn_html(turn: "ChatTurn") -> str:
+    """A chat turn as the app shows it: the Sources block (similarity bars, the cited sentences
+    marked in each passage), then the answer."""
+    from rag_core.chat.quotes import cited_spans
+
+    parts = [f'<div style="{_BOX}"><div style="{_MUTED}">Q: {esc(turn.question)}</div>',
+             f"<h4 style=\"margin:0.4rem 0\">Sources ({len(turn.sources)})</h4>"]
+    if not turn.sources:
+        parts.append(f'<div style="{_MUTED}">No relevant passages were found; the answer is not grounded in '
+                     f"the documents.</div>")
+    for s in turn.sources:
+        page = f" · page {s.page}" if s.page is not None else ""
+        spans = cited_spans(turn.answer, s.n, s.text)
+        parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {similarity_bar(s.similarity, f"{s.similarity_pct:.1f}%")}'
+                     f' <b>{esc(s.title)}</b> {source_link(s.path)}{esc(page)}'
+                     f'<div style="{_QUOTE}">{marked_html(s.text, spans)}</div></div>')
+    parts.append(f'<h4 style="margin:0.4rem 0">Answer</h4><div style="white-space:pre-wrap">{esc(turn.answer)}</div>'
+                 f'<div style="{_MUTED};margin-top:0.3rem">session {esc(turn.session_id)} · {esc(turn.llm)}</div></div>')
+    return "".join(parts)
+
+
+def sources_frame(turn: "ChatTurn") -> "pd.DataFrame":
+    """The sources of a chat turn, one row each."""
+    import pandas as pd
+
+    return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "title": s.title, "source": s.path, "page": s.page,
+                          "start_char": s.start_char, "end_char": s.end_char, "text": s.text} for s in turn.sources],
+                        columns=["n", "similarity", "title", "source", "page", "start_char", "end_char", "text"])
+
+
+# ----- evaluation -----
+def eval_html(result: "EvalResult") -> str:
+    """An evaluation result: the metrics with bars, latency, and the worst queries."""
+    k = result.k
+    metrics = [(f"hit@{k}", result.hit), (f"precision@{k}", result.precision), (f"recall@{k}", result.recall),
+               ("MRR@10", result.mrr10), ("nDCG@10", result.ndcg10)]
+    rows = "".join(f'<tr><td style="{_CELL}">{esc(name)}</td><td style="{_CELL}">{similarity_bar(v, f"{v:.3f}")}</td></tr>'
+                   for name, v in metrics)
+    worst = sorted(result.per_query, key=lambda q: (q.get("ndcg", 0.0), q.get("hit", 0.0)))[:5]
+    misses = table_html([{"query": q["query_id"], "hit": q.get("hit"), "ndcg": q.get("ndcg"), "ms": q.get("ms"),
+                          "ranked": q.get("ranked", [])[:3]} for q in worst]) if worst else ""
+    return (f'<div style="{_BOX}"><b>{esc(result.dataset)}</b> · {esc(result.mode)} · {result.queries} queries · '
+            f'{esc(result.embedder)}<table style="{_TABLE}">{rows}</table>'
+            f'<div style="{_MUTED}">latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms'
+            f'{f" · {result.errors} errors" if result.errors else ""}</div>'
+            + (f'<div style="{_MUTED};margin-top:0.4rem">Weakest queries</div>{misses}' if misses else "") + "</div>")
+
+
+def eval_frame(result: "EvalResult") -> "pd.DataFrame":
+    """One row per judged query: its metrics, latency and the documents it ranked."""
+    import pandas as pd
+
+    columns = ["query_id", "hit", "precision", "recall", "mrr", "ndcg", "ms", "ranked"]
+    frame = pd.DataFrame(result.per_query, columns=columns)
+    frame.insert(0, "dataset", result.dataset)
+    frame.insert(1, "mode", result.mode)
+    return frame
+
+
+# ----- rows of the facade: documents, the query log, the store's status -----
+class Records(list):
+    """A list of row dicts (documents, query-log entries) that renders as a table and becomes a DataFrame."""
+
+    def _repr_html_(self) -> str:
+        return table_html(self)
+
+    def to_pandas(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        return pd.DataFrame(list(self))
+
+
+class StoreStatus(dict):
+    """`Workbench.status()`: the dict every surface reads, shown as a two-column table in Jupyter."""
+
+    def _repr_html_(self) -> str:
+        return table_html([{"": k, "value": v} for k, v in self.items()], ["", "value"])
+
+
+def offline_charts() -> None:
+    """Plotly figures render offline: JupyterLab draws them with its bundled extension, and the
+    notebook itself carries plotly.js (no CDN), so an exported HTML shows them without a network.
+    PLOTLY_RENDERER, when set (the test runs set `json`), wins."""
+    import os
+
+    import plotly.io as pio
+
+    if not os.environ.get("PLOTLY_RENDERER"):
+        pio.renderers.default = "plotly_mimetype+notebook"
+
+
+# ----- progress -----
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (where a progress bar is a widget, not escape codes)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+class _NotebookBar:
+    """A tqdm.auto bar fed with progress events; it closes itself when done reaches the total."""
+
+    def __init__(self, description: str, unit: str) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(desc=description, unit=unit)
+
+    def __call__(self, p: Any) -> None:
+        done, total = progress_counts(p)
+        bar = self.bar
+        if total and bar.total != total:
+            bar.total = total
+        bar.n = done
+        current = getattr(p, "current", "")
+        if current:
+            bar.set_postfix_str(str(current)[-60:], refresh=False)
+        bar.refresh()
+        if total and done >= total:
+            self.close()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def auto_progress(progress: Callable[[Any], None] | None, description: str,
+                  unit: str = "file") -> Callable[[Any], None] | None:
+    """The caller's progress callback; without one, inside Jupyter, a notebook progress bar (tqdm.auto)
+    that takes the events of ingest, crawl, reindex and evaluation; otherwise None (no output)."""
+    if progress is not None or not in_notebook():
+        return progress
+    return _NotebookBar(description, unit)
+
+
+@contextmanager
+def notebook_progress(progress: Callable[[Any], None] | None, description: str,
+                      unit: str = "file") -> Iterator[Callable[[Any], None] | None]:
+    """`auto_progress` for one call: the bar closes when the call ends, interrupted or not."""
+    report = auto_progress(progress, description, unit)
+    try:
+        yield report
+    finally:
+        if isinstance(report, _NotebookBar):
+            report.close()
+
+
+def progress_counts(p: Any) -> tuple[int, int]:
+    """(done, total) of a progress event: an ingest `Progress`, or a (done, total) pair."""
+    if isinstance(p, tuple):
+        return int(p[0]), int(p[1])
+    return int(getattr(p, "files_done", 0)), int(getattr(p, "files_total", 0))

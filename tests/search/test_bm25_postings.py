@@ -1,0 +1,235 @@
+"""Full text from the postings index: exact BM25 top-k, consistency under writes, migration, filters."""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from dataclasses import replace
+
+import numpy as np
+import psycopg
+import pytest
+
+from rag_core.db.database import create_database_if_missing, drop_database, plain_url, with_database
+from rag_core.ingest.store import ChunkRow, DocumentRow, delete_source, read_store_info, write_documents
+from rag_core.search.hybrid import DEFAULT_FUSION, fulltext_ranking, search_chunks
+
+SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "zor", "vex", "qua", "sil", "bor", "nim", "pra", "dul", "fen", "gor"]
+VOCAB = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:6]})[:900]
+
+
+def _zipf_text(rng: random.Random, words: int) -> str:
+    # Word i is drawn with weight 1 / (i + 1): a few common words, a long tail of rare ones.
+    return " ".join(rng.choices(VOCAB, weights=[1 / (i + 1) for i in range(len(VOCAB))], k=words))
+
+
+def _doc(site_id: str, source: str, text: str, dim: int, file_type: str = "md", start: int = 0) -> DocumentRow:
+    chunk = ChunkRow(chunk_index=0, text=text, start_char=start, end_char=len(text), token_count=len(text.split()),
+                     page_number=None, language="en", fts_source=text,
+                     embedding=np.random.default_rng(len(text)).standard_normal(dim).astype(np.float32))
+    return DocumentRow(site_id=site_id, source=source, title=source, file_type=file_type, file_size=len(text),
+                       category="text", language="en", content_hash=uuid.uuid4().hex, content=text, doc_date=None,
+                       metadata={}, chunks=[chunk])
+
+
+def _dim(wb) -> int:
+    wb._require_compatible_store()  # records the embedder on a fresh store, as the first ingest does
+    info = read_store_info(wb.db)
+    assert info is not None
+    return info[1]
+
+
+def _exact_bm25(conn, site_id: str, query: str, k: int, types: tuple[str, ...] = ()) -> list[int]:
+    """BM25 (k1 0.9, b 0.4) over the chunks' own tsvector lexemes, computed here in Python."""
+    k1, b = DEFAULT_FUSION.k1, DEFAULT_FUSION.b
+    rows = conn.execute(
+        "SELECT c.id, u.lexeme, greatest(cardinality(u.positions), 1), c.fts_len, d.file_type"
+        " FROM chunks c JOIN documents d ON d.id = c.document_id CROSS JOIN LATERAL unnest(c.fts) u"
+        " WHERE c.site_id = %s", (site_id,)).fetchall()
+    lengths = dict(conn.execute("SELECT id, fts_len FROM chunks WHERE site_id = %s", (site_id,)).fetchall())
+    n, avg = len(lengths), sum(lengths.values()) / len(lengths)
+    qlex = set(conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (query,)).fetchone()[0])
+    df: dict[str, int] = {}
+    for _, lex, _, _, _ in rows:
+        df[lex] = df.get(lex, 0) + 1
+    scores: dict[int, float] = {}
+    for cid, lex, tf, length, ftype in rows:
+        if lex in qlex and (not types or ftype in types):
+            idf = math.log(1 + (n - df[lex] + 0.5) / (df[lex] + 0.5))
+            scores[cid] = scores.get(cid, 0.0) + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
+    return [cid for cid, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+
+def _postings_mismatch(conn, site_id: str) -> int:
+    """Rows in postings that the chunks do not imply, plus rows the chunks imply that postings lack."""
+    derived = ("SELECT c.site_id, u.lexeme, c.id, c.document_id, greatest(cardinality(u.positions), 1), c.fts_len"
+               " FROM chunks c CROSS JOIN LATERAL unnest(c.fts) u WHERE c.site_id = %(s)s")
+    stored = "SELECT site_id, lexeme, chunk_id, document_id, tf, len FROM postings WHERE site_id = %(s)s"
+    return conn.execute(f"SELECT (SELECT count(*) FROM ({stored} EXCEPT {derived}) a)"
+                        f" + (SELECT count(*) FROM ({derived} EXCEPT {stored}) b)", {"s": site_id}).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def zipf_site(wb) -> str:
+    """400 one-chunk documents of Zipf-distributed words (common lexemes have long posting lists)."""
+    site_id = f"t-zipf-{uuid.uuid4().hex[:6]}"
+    rng, dim = random.Random(7), _dim(wb)
+    docs = [_doc(site_id, f"doc{i}.md", _zipf_text(rng, rng.randint(15, 150)), dim) for i in range(400)]
+    assert all(err is None for *_, err in write_documents(wb.db, docs))
+    yield site_id
+    with wb.db.connection() as conn:
+        conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
+
+
+def _queries(n: int) -> list[str]:
+    rng = random.Random(11)
+    return [" ".join(rng.sample(VOCAB[:40], 2) + rng.sample(VOCAB[40:], rng.randint(0, 5))) for _ in range(n)]
+
+
+def test_fulltext_top10_equals_exact_bm25(wb, zipf_site) -> None:
+    with wb.db.connection() as conn:
+        for q in _queries(30):
+            expected = _exact_bm25(conn, zipf_site, q, 10)
+            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site)
+            assert [cid for cid, _ in ranked] == expected, q
+            assert exact
+            assert [h.chunk_id for h in search_chunks(wb.db, q, None, k=10, site_id=zipf_site, mode="fulltext")] \
+                == expected, q
+
+
+def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
+    # Read only 20 postings per lexeme: the common lexemes' lists (hundreds of chunks) are cut.
+    shallow = replace(DEFAULT_FUSION, depth=20, rescore=40)
+    proven = overlap = 0
+    queries = _queries(30)
+    with wb.db.connection() as conn:
+        for q in queries:
+            expected = _exact_bm25(conn, zipf_site, q, 10)
+            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=shallow)
+            got = [cid for cid, _ in ranked]
+            assert len(got) == len(expected)
+            overlap += len(set(got) & set(expected))
+            if exact:
+                proven += 1
+                assert got == expected, q
+    assert proven >= 5, f"the bound proved only {proven} of {len(queries)} rankings exact"
+    assert overlap >= 0.9 * 10 * len(queries)
+
+
+def test_exact_reference_ranking_matches_python(wb, zipf_site) -> None:
+    with wb.db.connection() as conn:
+        for q in _queries(5):
+            ranked, _ = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, exact=True)
+            assert [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10)
+
+
+def test_filtered_full_text_is_never_empty(wb, site) -> None:
+    # The word is frequent in 60 markdown documents and said once in two long PDFs: with a shallow
+    # walk the PDFs are far below the head of its list, and the filter must still find them.
+    dim, rng = _dim(wb), random.Random(3)
+    docs = [_doc(site, f"m{i}.md", "quasarion " * 5 + _zipf_text(rng, 20), dim) for i in range(60)]
+    docs += [_doc(site, f"p{i}.pdf", "quasarion " + _zipf_text(rng, 300), dim, file_type="pdf") for i in range(2)]
+    assert all(err is None for *_, err in write_documents(wb.db, docs))
+    shallow = replace(DEFAULT_FUSION, depth=10, rescore=10)
+    ranked, _ = fulltext_ranking(wb.db, "quasarion", k=10, site_id=site, types=("pdf",), fusion=shallow)
+    with wb.db.connection() as conn:
+        assert [cid for cid, _ in ranked] == _exact_bm25(conn, site, "quasarion", 10, types=("pdf",))
+    assert len(ranked) == 2
+    for mode in ("fulltext", "hybrid"):
+        response = wb.search("quasarion", mode=mode, site_id=site, types=["pdf"])
+        assert {r["file_path"] for r in response["results"]} == {"p0.pdf", "p1.pdf"}, mode
+
+
+def test_postings_follow_every_write(wb, site) -> None:
+    dim, rng = _dim(wb), random.Random(5)
+    first = [_doc(site, f"d{i}.md", _zipf_text(rng, 40), dim) for i in range(6)]
+    assert all(err is None for *_, err in write_documents(wb.db, first))
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM postings WHERE site_id = %s", (site,)).fetchone()[0] > 0
+        assert _postings_mismatch(conn, site) == 0
+    # Replace two documents with new text.
+    assert all(err is None for *_, err in write_documents(
+        wb.db, [_doc(site, "d0.md", "brand new words here", dim), _doc(site, "d1.md", _zipf_text(rng, 80), dim)]))
+    # A batch with one document the database rejects (offsets out of order): the batch is retried
+    # one document at a time; the rejected one keeps its previous version, postings included.
+    with wb.db.connection() as conn:
+        before = conn.execute("SELECT lexeme, tf FROM postings p JOIN documents d ON d.id = p.document_id"
+                              " WHERE d.site_id = %s AND d.source = 'd2.md' ORDER BY 1", (site,)).fetchall()
+    bad = _doc(site, "d2.md", "zzbroken " * 3, dim, start=10_000)
+    results = write_documents(wb.db, [_doc(site, "d3.md", "fresh text for three", dim), bad])
+    assert [err is None for *_, err in results] == [True, False]
+    with wb.db.connection() as conn:
+        after = conn.execute("SELECT lexeme, tf FROM postings p JOIN documents d ON d.id = p.document_id"
+                             " WHERE d.site_id = %s AND d.source = 'd2.md' ORDER BY 1", (site,)).fetchall()
+        assert after == before
+        assert _postings_mismatch(conn, site) == 0
+    # Deletes: through the store, and by hand (cascaded from documents).
+    assert delete_source(wb.db, "d4.md", site) == (1, 1)
+    with wb.db.connection() as conn:
+        conn.execute("DELETE FROM documents WHERE site_id = %s AND source = 'd5.md'", (site,))
+        assert _postings_mismatch(conn, site) == 0
+        assert conn.execute("SELECT count(*) FROM postings p WHERE site_id = %s AND NOT EXISTS"
+                            " (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id)", (site,)).fetchone()[0] == 0
+    # A transaction that fails after deleting chunks leaves the postings as they were.
+    with wb.db.connection() as conn:
+        snapshot = conn.execute("SELECT count(*), sum(tf) FROM postings WHERE site_id = %s", (site,)).fetchone()
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        with wb.db.connection() as conn:
+            with conn.transaction():
+                conn.execute("DELETE FROM chunks WHERE site_id = %s", (site,))
+                conn.execute("SELECT 1 / 0")
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT count(*), sum(tf) FROM postings WHERE site_id = %s", (site,)).fetchone() == snapshot
+        assert _postings_mismatch(conn, site) == 0
+
+
+def _alembic(url: str, target: str, dim: int) -> None:
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from rag_core.db.database import MIGRATIONS_DIR, ensure_pgvector, sqlalchemy_url
+
+    ensure_pgvector(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    cfg.attributes["embedding_dim"] = dim
+    engine = create_engine(sqlalchemy_url(url))
+    try:
+        with engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, target)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def test_migration_builds_postings_for_an_existing_store(pg_server_url) -> None:
+    url = with_database(pg_server_url, f"rag_test_mig_{uuid.uuid4().hex[:8]}")
+    create_database_if_missing(url)
+    try:
+        _alembic(url, "0002", 4)
+        with psycopg.connect(plain_url(url)) as conn:
+            for i, (lang, cfg, text) in enumerate([("en", "english", "Fire alarms ring in every building"),
+                                                  ("ru", "russian", "Пожарная сигнализация в зданиях"),
+                                                  ("ja", "simple", "梅雨 は 日本 の 気象")]):
+                doc_id = conn.execute(
+                    "INSERT INTO documents (site_id, source, title, file_type, file_size, category, language,"
+                    " content_hash, content, chunk_count) VALUES ('old', %s, 't', 'md', 1, 'text', %s, 'h', %s, 1)"
+                    " RETURNING id", (f"s{i}", lang, text)).fetchone()[0]
+                conn.execute("INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char,"
+                             " token_count, language, fts) VALUES (%s, 'old', 0, %s, 0, 1, 1, %s,"
+                             " to_tsvector(%s::regconfig, %s))", (doc_id, text, lang, cfg, text))
+        _alembic(url, "head", 4)
+        with psycopg.connect(plain_url(url)) as conn:
+            assert conn.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()[0] == 3
+            assert _postings_mismatch(conn, "old") == 0
+            assert conn.execute("SELECT tf FROM postings WHERE lexeme = 'alarm'").fetchone() == (1,)
+            # Writes after the upgrade keep the built index current.
+            conn.execute("DELETE FROM documents WHERE source = 's0'")
+            assert _postings_mismatch(conn, "old") == 0
+            assert conn.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()[0] == 2
+    finally:
+        drop_database(url)

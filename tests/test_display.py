@@ -1,0 +1,113 @@
+"""Results that render in Jupyter: the HTML of each object, its DataFrame, progress in a kernel."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from rag_core.chat.quotes import cited_spans
+from rag_core.display import Records, SearchResults, StoreStatus, marked_html
+from rag_core.evaluation.runner import run_eval
+from evalsets import write_eval_sets
+
+DOCS = {
+    "notes/heat-pumps.md": ("Heat pumps <script>alert(1)</script>",
+                            "A heat pump moves heat from outside air into the house. In cold climates a heat pump "
+                            "still delivers three units of heat for each unit of electricity. Defrost cycles "
+                            "lower the efficiency below minus fifteen degrees."),
+    "notes/solar.md": ("Solar panels",
+                       "Solar panels convert sunlight into electricity. Panels facing south at a tilt equal to the "
+                       "latitude collect the most energy over a year."),
+}
+
+
+@pytest.fixture
+def filled(wb, site):
+    for source, (title, text) in DOCS.items():
+        wb.ingest_text(source, text, site_id=site, title=title, file_type="md")
+    return site
+
+
+def test_search_results_render_as_html_with_marks_scores_and_escaped_text(wb, filled):
+    resp = wb.search("heat pump efficiency in cold climates", mode="hybrid", site_id=filled, limit=5)
+    assert isinstance(resp, SearchResults) and isinstance(resp, dict)
+    page = resp._repr_html_()
+    assert "<script>" not in page and html.escape("<script>") in page   # document text is escaped
+    assert "<mark" in page and "heat" in page.lower()                   # the highlighted terms
+    assert "notes/heat-pumps.md" in page
+    score = f"{resp['results'][0]['relevance_score']:.2f}"
+    assert score in page and "width:" in page                           # the score and its bar
+    assert resp._repr_markdown_().startswith("## Search:")
+
+
+def test_search_results_become_a_dataframe_in_rank_order(wb, filled):
+    resp = wb.search("solar panels electricity", mode="fulltext", site_id=filled)
+    frame = resp.to_pandas()
+    assert list(frame.columns) == ["rank", "title", "source", "file_type", "score", "dense_rank", "fulltext_rank",
+                                   "highlight", "document_date", "site_id"]
+    assert frame["source"].iloc[0] == "notes/solar.md"
+    assert list(frame["rank"]) == list(range(1, len(frame) + 1))
+    assert frame["score"].is_monotonic_decreasing
+
+
+def test_chat_turn_renders_sources_with_similarity_bars_marked_quotes_then_the_answer(wb, filled):
+    turn = wb.chat("How much heat does a heat pump deliver in cold climates?", site_id=filled)
+    assert turn.sources, turn.answer
+    page = turn._repr_html_()
+    assert page.index("Sources (") < page.index("Answer")
+    for s in turn.sources:
+        assert f"{s.similarity_pct:.1f}%" in page and f"[{s.n}]" in page
+    # The extractive answer quotes a sentence of its first source: that sentence is marked there.
+    marked = re.findall(r"<mark[^>]*>(.*?)</mark>", page)
+    assert any("three units of heat" in m for m in marked), page
+    assert turn._repr_markdown_() == turn.rendered
+    frame = turn.to_pandas()
+    assert list(frame.columns) == ["n", "similarity", "title", "source", "page", "start_char", "end_char", "text"]
+    assert len(frame) == len(turn.sources)
+
+
+def test_cited_spans_and_marks_find_the_quoted_sentence_and_escape_the_rest():
+    passage = "First <b>fact</b>. The pump delivers three units. Last one."
+    answer = "Closest match: The pump delivers three units. [1] Something else. [2]"
+    spans = cited_spans(answer, 1, passage)
+    assert [passage[a:b] for a, b in spans] == ["The pump delivers three units."]
+    assert cited_spans(answer, 3, passage) == []
+    out = marked_html(passage, spans)
+    assert "&lt;b&gt;fact&lt;/b&gt;" in out and ">The pump delivers three units.</mark>" in out
+
+
+def test_evaluation_result_renders_metrics_and_per_query_rows(wb, tmp_path):
+    root = write_eval_sets(tmp_path)
+    result = run_eval(wb, root / "mini-en", mode="hybrid", k=5, max_queries=6)
+    page = result._repr_html_()
+    for label in ("hit@5", "nDCG@10", "MRR@10", "latency p50"):
+        assert label in page
+    assert f"{result.hit:.3f}" in page
+    frame = result.to_pandas()
+    assert list(frame.columns) == ["dataset", "mode", "query_id", "hit", "precision", "recall", "mrr", "ndcg",
+                                   "ms", "ranked"]
+    assert len(frame) == 6 and frame["hit"].mean() == pytest.approx(result.hit)
+
+
+def test_status_documents_and_query_log_render_and_become_frames(wb, filled):
+    status = wb.status(filled)
+    assert isinstance(status, StoreStatus) and "<table" in status._repr_html_()
+    assert "documents" in status._repr_html_()
+    docs = wb.documents(filled)
+    assert isinstance(docs, Records) and len(docs.to_pandas()) == 2
+    wb.search("defrost cycles", site_id=filled, user_id="nb-user")
+    log = wb.query_log(site_id=filled, limit=10)
+    frame = log.to_pandas()
+    assert list(frame.columns) == ["created_at", "query", "mode", "results", "ms", "error_code", "cache",
+                                   "site_id", "user_id"]
+    assert frame["query"].iloc[0] == "defrost cycles" and frame["user_id"].iloc[0] == "nb-user"
+    assert "defrost cycles" in log._repr_html_()
+
+
+def test_query_log_limit_is_checked(wb):
+    from rag_core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="limit"):
+        wb.query_log(limit=0)
