@@ -17,9 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from evalsets import write_eval_sets
+from evalsets import write_documents_folder, write_eval_sets
 
-from rag_core.evaluation.datasets import load_beir
 from rag_core.evaluation.notebooks import notebook_test_env
 from rag_core.settings import RagSettings
 
@@ -56,18 +55,10 @@ def _written_eval_sets() -> str | None:
 
 
 def _your_documents() -> str:
-    """Notebook 00's folder: the English test set's abstracts as markdown files, with a judgements.tsv
-    (query, file) from its relevance judgements, as a user would write one."""
+    """Notebook 00's folder (tests/evalsets.py writes it): markdown files and a judgements.tsv."""
     if "docs" not in _state:
-        root = Path(tempfile.mkdtemp(prefix="rag-notebook-docs-"))
-        ds = load_beir(write_eval_sets(root / "sets") / "mini-en")
-        folder = root / "my-documents"
-        folder.mkdir()
-        for doc in ds.corpus:
-            (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", encoding="utf-8")
-        lines = [f"{ds.queries[q]}\t{d}.md" for q in ds.judged_queries[:8] for d in ds.qrels[q]]
-        (folder / "judgements.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        _state["docs"] = str(root)
+        _state["docs"] = tempfile.mkdtemp(prefix="rag-notebook-docs-")
+        write_documents_folder(Path(str(_state["docs"])))
     return str(Path(str(_state["docs"])) / "my-documents")
 
 

@@ -253,15 +253,19 @@ def in_notebook() -> bool:
 
 
 class _NotebookBar:
-    """A tqdm.auto bar fed with progress events; it closes itself when done reaches the total."""
+    """A tqdm.auto bar fed with progress events; it appears with the first event (a step that has
+    nothing to do shows no bar) and closes itself when done reaches the total."""
 
     def __init__(self, description: str, unit: str) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(desc=description, unit=unit)
+        self.description, self.unit = description, unit
+        self.bar: Any = None
 
     def __call__(self, p: Any) -> None:
         done, total = progress_counts(p)
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(desc=self.description, unit=self.unit, total=total or None)
         bar = self.bar
         if total and bar.total != total:
             bar.total = total
@@ -274,7 +278,8 @@ class _NotebookBar:
             self.close()
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def auto_progress(progress: Callable[[Any], None] | None, description: str,

@@ -324,3 +324,15 @@ def write_eval_sets(root: Path) -> Path:
             qrels.append((f"r{n}", doc_id))
     _write(root / "mini-ru", corpus, queries, qrels)
     return root
+
+
+def write_documents_folder(root: Path, judged: int = 8) -> Path:
+    """A user's folder for notebook 00: the English abstracts as markdown files, plus a judgements.tsv
+    (question<TAB>file) from the first `judged` claims' relevance judgements, as a user would write one."""
+    folder = root / "my-documents"
+    folder.mkdir(parents=True)
+    for i, (title, text) in enumerate(EN_DOCS):
+        (folder / f"en{i}.md").write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
+    lines = [f"{claim}\ten{doc}.md" for claim, doc in EN_QUERIES[:judged]]
+    (folder / "judgements.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
