@@ -120,18 +120,20 @@ def fusion_for(embedder: str) -> Fusion:
     return FUSION_BY_EMBEDDER.get(embedder, DEFAULT_FUSION)
 
 
-# The relevance floor of hybrid search, per embedder (registry name, RAG_EMBEDDER): a chunk that
-# matches no query lexeme counts as a hit only when its cosine to the query reaches this value, so
-# results, totals and facets count documents that match. Calibrated on the shared sets (README
-# "Relevance floor"); RAG_SEARCH_COSINE_FLOOR overrides it. An embedder missing here has no floor.
-COSINE_FLOOR: dict[str, float] = {
-    "use-multilingual": 0.30,
-}
-
-
 def cosine_floor(embedder: str, override: float | None = None) -> float | None:
-    """The relevance floor for an embedder: the setting when given, else the calibrated value."""
-    return override if override is not None else COSINE_FLOOR.get(embedder)
+    """The relevance floor of hybrid search: a chunk that matches no query lexeme counts as a hit only
+    when its cosine to the query reaches it, so results, totals and facets count documents that match.
+
+    It is the embedder's calibrated floor, the same cosine chat keeps a passage at
+    (rag_core/providers/calibration.py, measured on the shared sets; README "Relevance floor");
+    RAG_SEARCH_COSINE_FLOOR (`override`) wins. An uncalibrated embedder has no floor.
+    """
+    if override is not None:
+        return override
+    from rag_core.providers.calibration import SCALES
+
+    scale = SCALES.get(embedder)
+    return scale.chat_floor if scale is not None else None
 
 
 @dataclass
