@@ -28,7 +28,7 @@ EVAL_RESULTS = ROOT / "eval" / "results"
 ALL_SITES = "All sites"
 # Short TTLs: other processes (the CLI, the API) write to the same store; writes made here clear them at once.
 READ_TTL_SEC = 30
-# Targets of seed 001 and issue 7, shown next to the measured figures.
+# Targets of the search spec (docs/requirements.md), shown next to the measured figures.
 HIT5_TARGET = 0.85
 P95_TARGET_MS = 1000.0
 PERIODS = {"Last 24 hours": dt.timedelta(days=1), "Last 7 days": dt.timedelta(days=7),
@@ -342,7 +342,7 @@ def source_label(path: str, page: int | None = None) -> str:
 
 
 def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bool = False) -> None:
-    """Seed 000's sources under an answer: similarity bar, path or URL, page, and the cited passage marked."""
+    """The chat spec's sources under an answer: similarity bar, path or URL, page, and the cited passage marked."""
     label = f"Sources ({len(citations)})" if citations else "Sources (none)"
     with st.expander(label, expanded=expanded, icon=":material/menu_book:"):
         if not citations:

@@ -144,7 +144,7 @@ else:
     fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
     st.plotly_chart(fig, width="stretch")
     st.dataframe(rows, hide_index=True, width="stretch", column_config={
-        "hit@5 > 0.85": st.column_config.CheckboxColumn(help="The quality target of seed 001, read as hit@5."),
+        "hit@5 > 0.85": st.column_config.CheckboxColumn(help="The quality target of the search spec, read as hit@5."),
         "p95 < 1 s": st.column_config.CheckboxColumn(help="The latency target.")})
     st.caption("From eval/results/retrieval_<set>_<mode>.json (the newest per set and mode). hit@5: a relevant "
                "document among the first five; latency is Workbench.search per query.")

@@ -1,4 +1,4 @@
-"""Scale benchmark (seed 001: 100K documents, under 1 s per search) and the vector store alone at 1M.
+"""Scale benchmark (the search spec: 100K documents, under 1 s per search) and the vector store alone at 1M.
 
 Part 1, --docs N (default 100000): N documents of real text (the eval corpora in RAG_EVAL_DATA; a corpus
 repeats with a "[vN]" title marker once its originals are used up) ingested through

@@ -17,7 +17,7 @@ class RagError(Exception):
         self.details = details
 
     def to_dict(self) -> dict[str, Any]:
-        """The error body every surface returns: seed 001's shape."""
+        """The error body every surface returns: the search spec's shape."""
         body: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details is not None:
             body["details"] = self.details

@@ -97,7 +97,7 @@ class Workbench:
 
     def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of seed 004)."""
+        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""
         paths = sample_corpus_paths()
         if not paths:
             raise NotFound(f"The sample corpus (README.md and docs/*.md) is not in {PROJECT_ROOT}; "
@@ -263,7 +263,7 @@ class Workbench:
     # ----- search -----
     @property
     def search_engine(self) -> "SearchEngine":  # noqa: F821 - imported lazily
-        """Seed 001's search with its cache and reranker, built on first use."""
+        """The search spec's search with its cache and reranker, built on first use."""
         engine = self.__dict__.get("_search_engine")
         if engine is None:
             from rag_core.search.service import SearchEngine
@@ -279,7 +279,7 @@ class Workbench:
                date_to: "str | date | None" = None, source: str | None = None,  # noqa: F821
                site_id: str | None = None, include_context: bool = True, max_chunks: int = 3,
                user_id: str | None = None, typed: bool | None = None) -> dict[str, Any]:
-        """Search documents (seed 001): hybrid, semantic or full text, with filters, facets and suggestions.
+        """Search documents (the search spec): hybrid, semantic or full text, with filters, facets and suggestions.
 
         Returns the response dict (success, query, total_results, search_time, results, facets,
         suggestions). total_results and the facets count every document among the candidates
@@ -461,7 +461,7 @@ class Workbench:
         return sessions.get_session(self.db, session_id)
 
     def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> dict[str, Any]:
-        """Store an external workflow's message (seed 003: role 'user' or 'ai') for one user on one site."""
+        """Store an external workflow's message (role 'user' or 'ai') for one user on one site."""
         from rag_core.chat import sessions
 
         mapped = {"user": "user", "ai": "assistant", "assistant": "assistant"}.get((role or "").strip().lower())
@@ -473,7 +473,7 @@ class Workbench:
                                        site_id=site_id, user_id=user_id, title=f"{user_id} on {site_id}")
 
     def retrieve_context(self, user_id: str, site_id: str, query: str, k: int = 5) -> str:
-        """Seed 003's context string: the site's relevant knowledge and the user's recent messages there."""
+        """The workflow-service spec's context string: the site's relevant knowledge, the user's last messages."""
         from rag_core.chat.context import retrieve_context
 
         return retrieve_context(self, user_id, site_id, query, k=k)

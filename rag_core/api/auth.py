@@ -185,7 +185,7 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, keys: KeyRing) -> None:
-    """Refuse to listen beyond loopback with no key configured (seed 003: never public, never open)."""
+    """Refuse to listen beyond loopback with no key configured (the workflow-service spec: never public, never open)."""
     if keys.open and not is_loopback(host):
         raise ConfigError(
             f"Refusing to listen on {host} with no API key configured: anyone who can reach it could read "

@@ -1,11 +1,11 @@
 """The MCP server (`rag mcp`): thin tool adapters over one Workbench, for Claude Code and other MCP clients.
 
-Tools: rag_status, rag_search, search_documents (seed 001's schema and response), rag_chat_turn,
-rag_chat_history, rag_chat_append, rag_chat_reset (seed 000) and rag_index. Every tool calls the
+Tools: rag_status, rag_search, search_documents (the search spec's schema and response), rag_chat_turn,
+rag_chat_history, rag_chat_append, rag_chat_reset (the chat spec) and rag_index. Every tool calls the
 Workbench, so a query gives the same hits, scores and sources here as in the CLI, the app and REST.
 
 Errors are mapped in one place (`RagMCPServer.call_tool`): a RagError, or arguments that do not fit
-a tool's input schema, come back as an MCP tool error (`isError`) whose text is seed 001's error
+a tool's input schema, come back as an MCP tool error (`isError`) whose text is the search spec's error
 JSON (`{"success": false, "error": {"code", "message", "details"}}`); anything else is logged here
 and the client sees only "Error executing tool <name>", never a traceback.
 """
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "rag"
 # Consecutive /rag:chat calls without a session continue this conversation.
 DEFAULT_SESSION = "claude-code"
-# Tools whose bad arguments are search errors (seed 001's INVALID_QUERY) rather than INVALID_INPUT.
+# Tools whose bad arguments are search errors (the search spec's INVALID_QUERY) rather than INVALID_INPUT.
 SEARCH_TOOLS = frozenset({"rag_search", "search_documents"})
 # At most this many progress notifications per second while indexing: a folder of small files
 # would otherwise send one per file and flood a slow client.
@@ -51,7 +51,7 @@ Retrieval over the user's indexed documents (PostgreSQL + pgvector), with source
 - rag_chat_history, rag_chat_append and rag_chat_reset read, extend and forget a conversation.
 """
 
-# Seed 001's input schema of `search_documents`, published as is (types, limits, defaults, enum);
+# The search spec's input schema of `search_documents`, published as is (types, limits, defaults, enum);
 # the descriptions are in English like the rest of the tools.
 SEARCH_DOCUMENTS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -76,7 +76,7 @@ SEARCH_DOCUMENTS_SCHEMA: dict[str, Any] = {
     },
     "required": ["query"],
 }
-# Workbench.search's parameter names -> search_documents' (seed 001) names, for error details.
+# Workbench.search's parameter names -> search_documents' (the search spec) names, for error details.
 SEARCH_DOCUMENTS_FIELDS = {"mode": "search_mode", "types": "document_types", "source": "source_filter",
                            "date_from": "date_range.from", "date_to": "date_range.to"}
 
@@ -97,7 +97,7 @@ def _result(text: str, structured: Any) -> CallToolResult:
 
 
 def error_result(exc: RagError) -> CallToolResult:
-    """A RagError as an MCP tool error whose text is seed 001's error JSON."""
+    """A RagError as an MCP tool error whose text is the search spec's error JSON."""
     body = _jsonable(exc.to_dict())
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
                           structured_content=body, is_error=True)
@@ -153,7 +153,7 @@ SessionId = Annotated[str, Field(description="Conversation id: letters, digits a
 
 
 class DateRange(BaseModel):
-    """Seed 001's date_range: first and last day (YYYY-MM-DD) of the documents' date, inclusive."""
+    """The search spec's date_range: first and last day (YYYY-MM-DD) of the documents' date, inclusive."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
     from_: str | None = Field(None, alias="from")
@@ -161,7 +161,7 @@ class DateRange(BaseModel):
 
 
 def _sources_brief(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Seed 000's source entries (file_path and similarity) with page, title and offsets."""
+    """The chat spec's source entries (file_path and similarity) with page, title and offsets."""
     return [{"n": s["n"], "file_path": s["path"], "title": s["title"], "similarity": round(s["similarity"], 4),
              "similarity_pct": s["similarity_pct"], "page": s["page"], "document_id": s["document_id"],
              "chunk_id": s["chunk_id"], "start_char": s["start_char"], "end_char": s["end_char"]}
@@ -178,7 +178,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
              parameters: dict[str, Any] | None = None) -> None:
         registered = Tool.from_function(fn, title=title, annotations=annotations)
         if parameters is not None:
-            # add_tool() derives the schema from the signature; seed 001's is published verbatim instead.
+            # add_tool() derives the schema from the signature; the search spec's is published verbatim instead.
             registered.parameters = parameters
         tools.append(registered)
 
@@ -217,7 +217,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
     ) -> CallToolResult:
         """Search the indexed documents (hybrid full text + vectors by default) with filters.
 
-        Returns seed 001's response (results with relevance_score, highlights, context chunks, facets,
+        Returns the search spec's response (results with relevance_score, highlights, context chunks, facets,
         suggestions) as structured content, and the same rendered as markdown, text or JSON."""
         from rag_core.search.render import render_markdown, render_text
 
@@ -237,9 +237,9 @@ def build_server(wb: Workbench) -> RagMCPServer:
         max_chunks: int = 3,
         search_mode: str = "hybrid",
     ) -> CallToolResult:
-        """Semantic, full-text or hybrid search over the indexed documents (seed 001's search_documents).
+        """Semantic, full-text or hybrid search over the indexed documents (the search spec's search_documents).
 
-        Returns seed 001's JSON response: success, query, total_results, search_time, results (id, title,
+        Returns the search spec's JSON response: success, query, total_results, search_time, results (id, title,
         file_path, file_type, file_size, dates, relevance_score, highlights, context_chunks), facets and
         suggestions; a problem returns its error JSON (INVALID_QUERY, INDEX_UNAVAILABLE, DATABASE_ERROR)."""
         try:
@@ -260,7 +260,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         k: Annotated[int, _hint("Passages to retrieve (1-50).", minimum=1, maximum=50)] = 5,
         site_id: SiteId = None,
     ) -> CallToolResult:
-        """One turn of a persistent chat (seed 000): reads the session's history, retrieves passages for the
+        """One turn of a persistent chat (the chat spec): reads the session's history, retrieves passages for the
         message, answers from HISTORY + CONTEXT, and stores the user and assistant messages with the sources.
 
         The text is `## Sources` (`1. [92.1%] path`, printed even when empty) then `## Answer`; the structured
@@ -383,7 +383,8 @@ def build_server(wb: Workbench) -> RagMCPServer:
 
     tool(rag_status, "Index status", read_only)
     tool(rag_search, "Search documents", read_only)
-    tool(search_documents, "Search documents (seed 001)", read_only, parameters=SEARCH_DOCUMENTS_SCHEMA)
+    tool(search_documents, "Search documents: semantic, full-text or hybrid, with filters and facets", read_only,
+         parameters=SEARCH_DOCUMENTS_SCHEMA)
     tool(rag_chat_turn, "Chat turn with sources", ToolAnnotations(destructive_hint=False, open_world_hint=False))
     tool(rag_chat_prepare, "Prepare a chat turn for the client's own answer",
          ToolAnnotations(destructive_hint=False, open_world_hint=False))

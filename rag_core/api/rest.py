@@ -2,7 +2,7 @@
 
 Every endpoint authenticates (except /health), counts against the caller's rate limit, checks
 the caller's sites and calls one Workbench method. Errors are mapped in one place
-(`_install_error_handlers`) to seed 001's body; no stack trace reaches a client.
+(`_install_error_handlers`) to the search spec's body; no stack trace reaches a client.
 """
 
 from __future__ import annotations
@@ -476,7 +476,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         """200 when a query on the database succeeds, 503 DATABASE_ERROR at once while it is down or restarting."""
         return {"status": "ready", "database": wb.check_database()}
 
-    # ----- seed 003: documents, chat memory, context -----
+    # ----- the workflow-service spec: documents, chat memory, context -----
     @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],
               summary="Add or replace a document",
               responses={200: {"model": s.DocumentOut, "description": "The source existed: replaced or unchanged"},
@@ -533,10 +533,10 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                  summary["messages_deleted"], summary["sessions_deleted"], summary["dry_run"])
         return jsonable_encoder(summary)
 
-    # ----- seed 001: search -----
+    # ----- the search spec: search -----
     @app.post("/search", response_model=s.SearchOut, tags=["search"], summary="Search documents")
     def search(body: s.SearchIn, caller: Caller, wb: WorkbenchDep) -> Any:
-        """Hybrid, semantic or full-text search with filters, facets, highlights and suggestions (seed 001)."""
+        """Hybrid, semantic or full-text search with filters, facets, highlights and suggestions (the search spec)."""
         site = caller.site_for(body.site_id)
         dates = body.date_range or s.DateRange()
         result = wb.search(body.query, mode=body.search_mode, limit=body.limit, page=body.page,

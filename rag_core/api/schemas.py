@@ -46,7 +46,7 @@ class Body(BaseModel):
         return value
 
 
-# ----- errors (seed 001) -----
+# ----- errors (the search spec) -----
 class ErrorDetail(BaseModel):
     code: str = Field(description="Stable error code: INVALID_QUERY, INVALID_INPUT, UNAUTHORIZED, RATE_LIMIT, "
                                   "NOT_FOUND, METHOD_NOT_ALLOWED, INDEX_UNAVAILABLE, DATABASE_ERROR, INTERNAL...")
@@ -64,7 +64,7 @@ class ErrorResponse(BaseModel):
                   "details": {"field": "limit", "value": 51, "allowed": "1-50"}}}]})
 
 
-# ----- seed 003 -----
+# ----- the workflow-service spec -----
 class DocumentIn(Body):
     site_id: Id = Field(description="Site (tenant) the document belongs to.")
     source: str = Field(min_length=1, max_length=2000, description="File name or URL; the same source again "
@@ -140,7 +140,7 @@ class PurgeSummary(BaseModel):
     triggered_by: str
 
 
-# ----- search (seed 001) -----
+# ----- search (the search spec) -----
 class DateRange(Body):
     from_: str | None = Field(default=None, alias="from", description="First day, YYYY-MM-DD.",
                               json_schema_extra={"format": "date"})

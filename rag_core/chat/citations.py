@@ -1,4 +1,4 @@
-"""Sources of an answer: built from retrieved chunks, stored as citations, rendered in seed 000's format."""
+"""Sources of an answer: built from retrieved chunks, stored as citations, rendered in the chat spec's format."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Source:
         return round((self.similarity if self.relevance is None else self.relevance) * 100, 1)
 
     def to_citation(self) -> dict[str, Any]:
-        """The JSON stored in chat_messages.sources: seed 004's shape plus similarity, page and offsets."""
+        """The JSON stored in chat_messages.sources: the document-store spec's shape + similarity, page, offsets."""
         return {
             "n": self.n,
             "text": self.text,
@@ -87,7 +87,7 @@ def render_sources(sources: Sequence[Source], language: str = "en") -> str:
 
 
 def render_turn(sources: Sequence[Source], answer: str, language: str = "en") -> str:
-    """Seed 000's output: `## Sources` then `## Answer`, labels in RAG_LANGUAGE."""
+    """The chat spec's output: `## Sources` then `## Answer`, labels in RAG_LANGUAGE."""
     words = labels(language)
     return f"{render_sources(sources, language)}\n\n## {words['answer']}\n{answer.strip()}\n"
 

@@ -1,4 +1,4 @@
-"""CONTEXT blocks under a byte budget, and seed 003's one-string context for external workflows (n8n)."""
+"""CONTEXT blocks under a byte budget, and the one-string context of the workflow-service spec (n8n)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ SOURCE_RATIO = 0.5
 
 
 def reference_block(n: int, source: str, text: str) -> str:
-    """Seed 002's block, in English: `--- Reference N ---`, `Source: <path or url>`, the chunk text."""
+    """The web-knowledge spec's block, in English: `--- Reference N ---`, `Source: <path or url>`, the chunk text."""
     return f"--- Reference {n} ---\nSource: {source}\n{text.strip()}"
 
 
@@ -51,7 +51,7 @@ def within_budget(hits: Sequence[ChunkHit], budget_bytes: int) -> list[ChunkHit]
 
 
 def format_references(hits: Sequence[ChunkHit]) -> str:
-    """The CONTEXT string: numbered reference blocks, or '' when there are none (seed 002, AC19)."""
+    """The CONTEXT string: numbered reference blocks, or '' when there are none (the web-knowledge spec)."""
     return BLOCK_SEPARATOR.join(reference_block(n, h.source, h.text) for n, h in enumerate(hits, 1))
 
 
@@ -99,7 +99,7 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: 
 
 
 def history_limit(configured: int) -> int:
-    """Seed 003 asks for the last 5 to 10 messages; RAG_CHAT_HISTORY_MESSAGES is clamped into that range."""
+    """The workflow-service spec asks for the last 5 to 10 messages: RAG_CHAT_HISTORY_MESSAGES is clamped to it."""
     return max(5, min(10, configured))
 
 
@@ -124,7 +124,7 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
     if query and query.strip():
         try:
             hits = wb.retrieve(query.strip(), k=k, site_id=site_id)
-        except Exception:  # seed 002, AC22: a failed search leaves the knowledge part out, the rest goes on
+        except Exception:  # the web-knowledge spec: a failed search leaves the knowledge part out, the rest goes on
             log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
             hits = []
         # An external workflow's model reads every reference above the floor; no reader sees this as a list.

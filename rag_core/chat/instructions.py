@@ -1,4 +1,4 @@
-"""Agent instructions per site and resource, with versions (table agent_instructions, seed 003).
+"""Agent instructions per site and resource, with versions (table agent_instructions, the workflow-service spec).
 
 Updating writes a new version and makes it the only active one of its resource; older versions stay
 for the record and can be activated again. The active instruction becomes the chat's system prompt.

@@ -116,7 +116,7 @@ class AnswerRequest:
     language: str = "en"
     retrieval_failed: bool = False
     retrieval_off: bool = False             # RAG_ENABLED=false: answer without documents
-    context_text: str = ""                  # the CONTEXT block: seed 002's reference blocks
+    context_text: str = ""                  # the CONTEXT block: the web-knowledge spec's reference blocks
 
     def system_prompt(self) -> str:
         """The system message: the site's instruction (or the default), the rules and the CONTEXT."""

@@ -1,4 +1,4 @@
-"""Retention of chat history (seed 003): purge messages older than the policy, audit every run."""
+"""Retention of chat history (the workflow-service spec): purge messages older than the policy, audit every run."""
 
 from __future__ import annotations
 

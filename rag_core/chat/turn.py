@@ -1,4 +1,4 @@
-"""One chat turn (seed 000): index check, HISTORY, retrieval, CONTEXT under a budget, answer, storage."""
+"""One chat turn (the chat spec): index check, HISTORY, retrieval, CONTEXT under a budget, answer, storage."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class ChatTurn:
     sources: list[Source]
     retrieval_query: str
     context: dict[str, Any]                 # the structured context given to the model (AnswerRequest.to_dict)
-    rendered: str                           # seed 000's text: ## Sources, then ## Answer
+    rendered: str                           # the chat spec's text: ## Sources, then ## Answer
     flags: dict[str, bool] = field(default_factory=dict)
     llm: str = ""
     message_ids: list[int] = field(default_factory=list)
@@ -149,7 +149,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
                                        title=session_title(message))
     history = sessions.history(wb.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
 
-    # 3. Retrieval through the one core every surface uses; a failure answers without documents (AC22).
+    # 3. Retrieval through the one core every surface uses; a failure answers without documents.
     # A message that depends on the conversation is searched with the earlier question folded in.
     retrieval_failed = False
     retrieval_query, hits = message, []

@@ -1,4 +1,4 @@
-"""`rag search`: seed 001's /search command through the Workbench (text, json or markdown)."""
+"""`rag search`: the search spec's /search command through the Workbench (text, json or markdown)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ FORMATS = ("text", "json", "markdown")
 
 
 def _error(exc: RagError, fmt: str) -> None:
-    """Seed 001's error JSON with --format json, one line otherwise; exit 1 either way."""
+    """The search spec's error JSON with --format json, one line otherwise; exit 1 either way."""
     if fmt == "json":
         typer.echo(json.dumps(exc.to_dict(), ensure_ascii=False, default=str))
     else:

@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-TARGET_HIT = 0.85          # seed 001: over 85% of queries have a relevant result in the top 5
-TARGET_LATENCY_MS = 1000   # seed 001: under one second per search
+TARGET_HIT = 0.85          # the search spec: over 85% of queries have a relevant result in the top 5
+TARGET_LATENCY_MS = 1000   # the search spec: under one second per search
 
 
 def bars_against_target(df: pd.DataFrame, x: str, y: str, *, color: str | None = None, target: float | None = None,

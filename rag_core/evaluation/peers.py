@@ -7,7 +7,7 @@ chunks and the same vectors:
 - ours: the corpus ingested through Workbench.ingest_texts into a database of its own on the same
   server (so its disk size is measurable), queried through the same search every surface uses;
 - LlamaIndex's default in-memory VectorStoreIndex (SimpleVectorStore), the nodes carrying our vectors;
-- ChromaDB, a persistent client in a temporary folder (seed 002's choice), our vectors passed in;
+- ChromaDB, a persistent client in a temporary folder (the web-knowledge spec's choice), our vectors passed in;
 - BM25 from bm25s over the same chunk texts (character bigrams for Japanese, as our full text).
 
 Chunk hits are folded into documents (first occurrence wins), then scored like `rag eval`.

@@ -96,7 +96,7 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def category_for(source: str) -> str:
-    """Category derived from the path (seed 004): docs, documents, readme, web, or other."""
+    """Category derived from the path (the document-store spec): docs, documents, readme, web, or other."""
     if source.startswith(("http://", "https://")):
         return "web"
     parts = [p.lower() for p in Path(source).parts]

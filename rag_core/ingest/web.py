@@ -62,7 +62,7 @@ class WebIngestReport:
         return data
 
     def summary_text(self) -> str:
-        """The summary the CLI prints (seed 002's output examples, in English)."""
+        """The summary the CLI prints (the web-knowledge spec's output examples, in English)."""
         if self.index_url is None:
             return self._page_summary()
         unchanged = f" ({self.unchanged} unchanged)" if self.unchanged else ""

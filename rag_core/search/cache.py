@@ -65,7 +65,7 @@ class SearchCache:
 
 
 class RedisSearchCache:
-    """The same cache shared by every process through Redis (RAG_REDIS_URL): seed 001's Redis cache.
+    """The same cache shared by every process through Redis (RAG_REDIS_URL): the search spec's Redis cache.
 
     Values are the engine's JSON bytes (never pickle: whoever can write to Redis must not run code here).
     `clear()` bumps a generation number that is part of every key, so one ingest in any process

@@ -1,6 +1,6 @@
-"""Seed 001's search: validation, cache, the hybrid core, rerank, highlights, facets, suggestions, log.
+"""The search spec's search: validation, cache, the hybrid core, rerank, highlights, facets, suggestions, log.
 
-`SearchEngine.search` returns the response dict of seed 001 and raises RagError subclasses
+`SearchEngine.search` returns the response dict of the search spec and raises RagError subclasses
 (InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
 is written to query_log, cache hits and failures included, by a background writer (querylog.py):
 the search does not wait for the log's commit.

@@ -1,4 +1,4 @@
-"""Validation of search parameters (seed 001): every problem is an InvalidQuery naming the fix."""
+"""Validation of search parameters (the search spec): every problem is an InvalidQuery naming the fix."""
 
 from __future__ import annotations
 

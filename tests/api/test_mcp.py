@@ -41,7 +41,7 @@ DOCS = [
      "text": "The project budget covers contractors, materials and permits for the new school."},
 ]
 
-# Seed 001's input schema of search_documents: types, limits, defaults, enum and required (descriptions aside).
+# The search spec's input schema of search_documents: types, limits, defaults, enum and required (descriptions aside).
 SEED_001_SCHEMA = {
     "type": "object",
     "properties": {

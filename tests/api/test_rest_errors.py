@@ -1,4 +1,4 @@
-"""Every validation error and failure has seed 001's error body, names the problem, and stores nothing."""
+"""Every validation error and failure has the search spec's error body, names the problem, and stores nothing."""
 
 from __future__ import annotations
 

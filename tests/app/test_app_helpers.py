@@ -37,7 +37,7 @@ def test_sample_corpus_is_the_readme_and_the_guides(wb, site) -> None:
     assert report.count("failed") == 0 and report.count("indexed") == len(paths)
     categories = {d["source"].rsplit("/", 1)[-1]: d["category"] for d in wb.documents(site_id=site)}
     assert categories["README.md"] == "readme" and categories["search.md"] == "docs"
-    # Seed 004: the project's docs answer help questions.
+    # The document-store spec: the project's docs answer help questions.
     turn = wb.chat("How do I delete a document?", site_id=site)
     assert "rag delete" in turn.answer
     assert any(s.path.endswith("docs/ingestion.md") for s in turn.sources)

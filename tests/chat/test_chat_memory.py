@@ -1,4 +1,4 @@
-"""Chat memory: persistence across Workbench instances, append/history/reset/sessions, seed 003's context."""
+"""Chat memory: persistence across Workbench instances, append/history/reset/sessions, the one-string context."""
 
 from __future__ import annotations
 

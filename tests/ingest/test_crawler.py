@@ -1,4 +1,4 @@
-"""WebCrawler and UrlPolicy (seed 002: AC12-AC15, AC30-AC35) against a real HTTP server on 127.0.0.1.
+"""WebCrawler and UrlPolicy (the web-knowledge spec) against a real HTTP server on 127.0.0.1.
 
 The server (tests/crawl_server.py) is started by the tests themselves (random port); no other
 host is ever contacted: names such as evil.test are refused before any connection, and the
@@ -162,7 +162,7 @@ def test_is_blocked_address(address: str, blocked: bool) -> None:
     assert is_blocked_address(address) is blocked
 
 
-# --------------------------------------------------------------------------- links (AC12, AC13, AC32, AC34)
+# --------------------------------------------------------------------------- links
 
 
 def test_ac12_ac13_ac32_extract_links(srv: Any) -> None:
@@ -205,7 +205,7 @@ def test_ac34_max_crawl_pages_limit(srv: Any) -> None:
     assert not {"/articles/a3.html", "/articles/a4.html"} & set(srv.state.paths())
 
 
-# --------------------------------------------------------------------------- single pages (AC14)
+# --------------------------------------------------------------------------- single pages
 
 
 def test_ac14_fetch_page_extracts_article_text(srv: Any) -> None:
@@ -336,7 +336,7 @@ def test_robots_crawl_delay_honoured(srv: Any) -> None:
     assert len(starts) == 2 and abs(starts[1] - starts[0]) >= 0.5 - 0.03
 
 
-# --------------------------------------------------------------------------- many pages (AC15, AC35)
+# --------------------------------------------------------------------------- many pages
 
 
 def test_ac15_fetch_many_isolates_errors(srv: Any) -> None:

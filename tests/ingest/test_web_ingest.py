@@ -1,4 +1,4 @@
-"""Web ingestion end to end (seed 002: AC16, AC17, AC23-AC26, AC33): a real 127.0.0.1 server, the real DB.
+"""Web ingestion end to end (the web-knowledge spec): a real 127.0.0.1 server, the real DB.
 
 `rag crawl` / `rag add` / `rag delete` and Workbench.ingest_index / ingest_url: matching links only,
 per-page errors with reasons, unchanged pages skipped without embedding (content hash, 304),

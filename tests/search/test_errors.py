@@ -1,4 +1,4 @@
-"""Validation codes of seed 001, odd input as plain words, INDEX_UNAVAILABLE and DATABASE_ERROR."""
+"""Validation codes of the search spec, odd input as plain words, INDEX_UNAVAILABLE and DATABASE_ERROR."""
 
 from __future__ import annotations
 
