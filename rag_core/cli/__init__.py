@@ -15,6 +15,8 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from rag_core.errors import RagError
+from rag_core.security.ids import DEFAULT_SITE
+from rag_core.units import human_size
 
 app = typer.Typer(help="RAG workbench: ingest documents, search them, chat with sources.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -66,21 +68,13 @@ def _print_json(data: Any) -> None:
     out.print_json(json.dumps(data, default=str, ensure_ascii=False))
 
 
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
-    return f"{n} B"
-
-
 @app.command()
 @run_safely
 def ingest(
     paths: List[Path] = typer.Argument(..., help="Files or folders (folders are read recursively)."),
     include: List[str] = typer.Option([], "--include", help="Glob of files to take, e.g. '*.md' (repeatable)."),
     exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to leave out (repeatable)."),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the documents belong to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the documents belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Ingest files and folders: md, txt, pdf, docx, xlsx, csv, html."""
@@ -147,7 +141,7 @@ def status(
         ("sites", ", ".join(f"{k}: {v}" for k, v in info["by_site"].items()) or "-"),
         ("embedder", f"{info['embedder'] or info['configured_embedder']}"
                      f" ({info['dimension'] or '?'} dimensions)"),
-        ("database", f"{info['database']}, {_human_bytes(info['database_bytes'])}"),
+        ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
         ("last indexed", info["last_indexed_at"] or "never"),
     ]
     for key, value in rows:

@@ -119,7 +119,7 @@ def purge(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Delete chat messages older than the policy and the sessions left empty (audited)."""
-    from rag_core.chat.retention import parse_duration
+    from rag_core.units import parse_duration
 
     delta = parse_duration(older_than) if older_than else None
     with _cli._workbench() as wb:

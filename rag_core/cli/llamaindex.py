@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import rag_core.cli as cli
 from rag_core.cli import app, run_safely
+from rag_core.security.ids import DEFAULT_SITE
 
 import_app = typer.Typer(help="Bring documents from another tool into the store.", no_args_is_help=True)
 export_app = typer.Typer(help="Write the store's documents out for another tool.", no_args_is_help=True)
@@ -32,7 +33,7 @@ def _run(label: str, fn, **kwargs) -> dict:
 @run_safely
 def import_llamaindex(
     table: str = typer.Option(..., "--table", help=TABLE_HELP),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the nodes go to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the nodes go to."),
     url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
     schema: str = typer.Option("public", "--schema", help="The table's schema."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -53,7 +54,7 @@ def import_llamaindex(
 @run_safely
 def export_llamaindex(
     table: str = typer.Option(..., "--table", help=TABLE_HELP),
-    site: str = typer.Option("default", "--site", help="Site (tenant) to export."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) to export."),
     url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
     schema: str = typer.Option("public", "--schema", help="The table's schema."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),

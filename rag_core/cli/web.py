@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_core.cli import _print_json, _workbench, app, console, out, run_safely
+from rag_core.security.ids import DEFAULT_SITE
 
 
 @contextmanager
@@ -40,7 +41,7 @@ def _report(report: Any, as_json: bool) -> None:
 def crawl(
     url: str = typer.Argument(..., help="Index page whose links are crawled (depth 1, no recursion)."),
     pattern: str = typer.Argument("", help="Regular expression a link must match, e.g. '\\.html$'."),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the pages belong to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the pages belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Crawl the pages linked from an index page and ingest them (only RAG_ALLOWED_DOMAINS)."""
@@ -54,7 +55,7 @@ def crawl(
 @run_safely
 def add(
     url: str = typer.Argument(..., help="Web page to ingest."),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the page belongs to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the page belongs to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Ingest one web page (re-adding it replaces its chunks when it changed)."""

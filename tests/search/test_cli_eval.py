@@ -23,9 +23,7 @@ def cli_env(cli_env, monkeypatch: pytest.MonkeyPatch, pg_url: str, wb) -> None:
 
 
     def workbench() -> Workbench:
-        fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
-        fresh._embedder = wb.embedder
-        return fresh
+        return Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False, embedder=wb.embedder)
 
     monkeypatch.setattr(cli, "_workbench", workbench)
 
