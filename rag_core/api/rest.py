@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rag_core.api import schemas as s
 from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog, refuse_key_in_query
 from rag_core.api.ratelimit import RateLimiter
-from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
 from rag_core.errors import (
     CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
