@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rag_core.cli import app, console, run_safely
+from rag_core.cli.common import app, console, run_safely
 
 WORKER_HEALTHCHECK_SEC = 60
 

@@ -79,7 +79,7 @@ def cli_env(cli_env, wb) -> None:
 @pytest.fixture
 def shared_embedder(monkeypatch: pytest.MonkeyPatch, wb, pg_url: str) -> None:
     """`rag chat "..."` opens a Workbench per call; reuse the loaded embedder to keep the test quick."""
-    import rag_core.cli as cli
+    from rag_core.cli import common
     from rag_core.db.database import Database
     from rag_core.settings import load_settings
     from rag_core.workbench import Workbench
@@ -87,4 +87,4 @@ def shared_embedder(monkeypatch: pytest.MonkeyPatch, wb, pg_url: str) -> None:
     def workbench() -> Workbench:
         return Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False, embedder=wb.embedder)
 
-    monkeypatch.setattr(cli, "_workbench", workbench)
+    monkeypatch.setattr(common, "workbench", workbench)
