@@ -47,7 +47,7 @@ def import_llamaindex(
         return
     how = "embedded again" if result["re_embedded"] else "vectors kept"
     common.out.print(f"Imported {result['nodes']} nodes of {result['documents']} documents from PGVectorStore table "
-                  f"'{result['table']}' into site '{site}' ({how}).")
+                     f"'{result['table']}' into site '{site}' ({how}).")
 
 
 @export_app.command("llamaindex")
@@ -67,4 +67,4 @@ def export_llamaindex(
         common.out.print(json.dumps(result))
         return
     common.out.print(f"Exported {result['nodes']} nodes of site '{site}' into PGVectorStore table '{result['table']}' "
-                  f"({result['dimension']} dimensions).")
+                     f"({result['dimension']} dimensions).")
