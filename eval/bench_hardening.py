@@ -168,7 +168,7 @@ import asyncio, json, resource, sys, tracemalloc
 mode, warm, url, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if mode == "crawler":
     from rag_core.errors import RagError
-    from rag_core.ingest.crawler import WebCrawler
+    from rag_core.ingest.crawl import WebCrawler
     from rag_core.settings import RagSettings
     settings = RagSettings(_env_file=None, allowed_domains=["127.0.0.1"], allow_private_networks=True,
                            crawl_delay_sec=0, crawl_respect_robots=False, crawl_timeout_sec=120, crawl_max_bytes=cap)

@@ -44,6 +44,7 @@ from rag_core.evaluation.scale import (
     vectors_from_store,
 )
 from rag_core.evaluation.vectors import CachedEmbedder, load_cache, save_cache, text_key
+from rag_core.providers.embeddings import build_embedder
 from rag_core.workbench import resolve_database
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,9 +83,9 @@ def documents_part(args: argparse.Namespace, settings: Any, vectors: dict[str, n
     url = with_database(server_url, db_name)
     create_database_if_missing(url)
     try:
-        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0})) as wb:
-            cached = CachedEmbedder(wb.embedder, vectors, embed_batch_size=settings.embed_batch_size)
-            wb._embedder = cached
+        cached = CachedEmbedder(build_embedder(settings), vectors, embed_batch_size=settings.embed_batch_size)
+        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0}),
+                            embedder=cached) as wb:
             with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=console) as bar:
                 task = bar.add_task("documents", total=args.docs)

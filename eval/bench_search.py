@@ -46,6 +46,7 @@ from rag_core.evaluation.runner import machine
 from rag_core.evaluation.scale import SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes
 from rag_core.evaluation.scale import timed_search, vectors_from_store
 from rag_core.evaluation.vectors import CachedEmbedder, load_cache, save_cache
+from rag_core.providers.embeddings import build_embedder
 from rag_core.workbench import resolve_database
 
 REPO = Path(__file__).resolve().parents[1]
@@ -248,10 +249,9 @@ def main() -> None:
         console.print(f"{len(vectors)} chunk vectors taken from the main store's eval sites")
     keep = args.keep or bool(args.db)
     try:
-        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0})) as wb:
-            real = wb.embedder
-            cached = CachedEmbedder(real, vectors, embed_batch_size=settings.embed_batch_size)
-            wb._embedder = cached
+        cached = CachedEmbedder(build_embedder(settings), vectors, embed_batch_size=settings.embed_batch_size)
+        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0}),
+                            embedder=cached) as wb:
             build = ingest(wb, records, args.size, args.unit)
             if cached.misses:
                 save_cache(cache_path, vectors)

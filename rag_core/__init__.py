@@ -7,7 +7,7 @@ from rag_core.errors import (
 
 # The Workbench pulls in LlamaIndex and the database driver, the settings pydantic: they load on first
 # use, so light commands (`rag --help`, a CLI usage error) start in a fraction of a second.
-_LAZY = {"DEFAULT_SITE": "rag_core.workbench", "Workbench": "rag_core.workbench",
+_LAZY = {"DEFAULT_SITE": "rag_core.security.ids", "Workbench": "rag_core.workbench",
          "open_workbench": "rag_core.workbench", "RagSettings": "rag_core.settings",
          "load_settings": "rag_core.settings"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
@@ -24,13 +24,29 @@ from rag_core.ingest.pipeline import (
 )
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
+from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.url_policy import canonical_url
 from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
 from rag_core.settings import RagSettings, load_settings
+from rag_core.units import parse_since
+
+if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependencies
+    from datetime import date, datetime, timedelta
+
+    from llama_index.core.llms.llm import LLM as LlamaLLM
+    from llama_index.core.vector_stores.types import MetadataFilters
+
+    from rag_core.chat.turn import ChatTurn, PreparedTurn
+    from rag_core.ingest.web import WebIngestReport
+    from rag_core.llamaindex.engines import CitingChatEngine, CitingQueryEngine
+    from rag_core.llamaindex.retriever import WorkbenchRetriever
+    from rag_core.llamaindex.vector_store import WorkbenchVectorStore
+    from rag_core.providers.llms import LLM
+    from rag_core.search.service import SearchEngine
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SITE = "default"
 CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains an admin added in the app
 MAX_SESSION_TITLE_CHARS = 200
 
@@ -38,13 +54,16 @@ MAX_SESSION_TITLE_CHARS = 200
 class Workbench:
     """Ingestion, search, chat and evaluation over one PostgreSQL store."""
 
-    def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool) -> None:
+    def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool, *,
+                 embedder: BaseEmbedding | None = None) -> None:
+        """``embedder`` replaces the one the settings name (a model already loaded, a cached one);
+        it must produce the vectors of ``settings.embedder``, whose name the store records."""
         self.settings = settings
         self.db = db
         self.database_url = database_url
         self.embedded = embedded
         self.embedder_name = embedder_identity(settings)
-        self._embedder: BaseEmbedding | None = None
+        self._embedder: BaseEmbedding | None = embedder
         self._embedder_lock = threading.Lock()
         self._store_checked = False
 
@@ -152,7 +171,7 @@ class Workbench:
     def set_crawl_allowlist(self, domains: Sequence[str] | str, updated_by: str = "admin") -> dict[str, Any]:
         """Store the domains an admin allows on top of the environment's; an entry like `example.com`,
         `*.example.com`, `example.com:8080` or a URL. Returns the new `crawl_allowlist()`."""
-        from rag_core.security.url_policy import _parse_entry
+        from rag_core.security.url_policy import parse_entry
 
         if isinstance(domains, str):
             domains = domains.replace("\n", ",").split(",")
@@ -162,7 +181,7 @@ class Workbench:
             if not text:
                 continue
             try:
-                _parse_entry(text)
+                parse_entry(text)
             except ValueError as exc:
                 raise InvalidInput(f"'{raw}' is not a domain the crawler can allow ({exc}); write it as "
                                    "example.com, *.example.com or example.com:8080.") from None
@@ -189,13 +208,13 @@ class Workbench:
 
         Front-ends that run crawls in the background call it first so a refusal is answered at once.
         """
-        from rag_core.ingest.crawler import UrlPolicy
+        from rag_core.security.url_policy import UrlPolicy
 
         # The URL is one the user asked for, so its own port counts as allowed, as in a real crawl.
         return UrlPolicy(self._crawl_settings()).check(url, start=True)
 
     def ingest_url(self, url: str, site_id: str = DEFAULT_SITE,
-                   progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
+                   progress: ProgressCallback | None = None) -> WebIngestReport:
         """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
         from rag_core.ingest import web
 
@@ -207,7 +226,7 @@ class Workbench:
         return report
 
     def ingest_index(self, index_url: str, pattern: str = "", site_id: str = DEFAULT_SITE,
-                     progress: ProgressCallback | None = None) -> "WebIngestReport":  # noqa: F821 - imported lazily
+                     progress: ProgressCallback | None = None) -> WebIngestReport:
         """Ingest the pages linked from an index page (depth 1) whose URL matches the regex `pattern`."""
         from rag_core.ingest import web
 
@@ -239,7 +258,10 @@ class Workbench:
             raise InvalidInput("source is empty; give the path or URL shown by `rag status` or the sources table.")
         candidates = [source.strip()]
         if source.strip().lower().startswith(("http://", "https://")):
-            candidates.append(_canonical_url(source.strip()))
+            try:
+                candidates.append(canonical_url(source))
+            except ValueError:
+                pass  # not a URL the crawler could have stored: only the text as given can match
         else:
             resolved = Path(source).expanduser().resolve().as_posix()
             if resolved not in candidates:
@@ -262,7 +284,7 @@ class Workbench:
 
     # ----- search -----
     @property
-    def search_engine(self) -> "SearchEngine":  # noqa: F821 - imported lazily
+    def search_engine(self) -> SearchEngine:
         """The search spec's search with its cache and reranker, built on first use."""
         engine = self.__dict__.get("_search_engine")
         if engine is None:
@@ -275,8 +297,8 @@ class Workbench:
         return engine
 
     def search(self, query: str, mode: str = "hybrid", limit: int = 10, page: int = 1,
-               types: "Sequence[str] | str | None" = None, date_from: "str | date | None" = None,  # noqa: F821
-               date_to: "str | date | None" = None, source: str | None = None,  # noqa: F821
+               types: Sequence[str] | str | None = None, date_from: str | date | None = None,
+               date_to: str | date | None = None, source: str | None = None,
                site_id: str | None = None, include_context: bool = True, max_chunks: int = 3,
                user_id: str | None = None, typed: bool | None = None) -> dict[str, Any]:
         """Search documents (the search spec): hybrid, semantic or full text, with filters, facets and suggestions.
@@ -307,12 +329,15 @@ class Workbench:
 
         return flush_query_log(self.db, timeout)
 
-    def search_metrics(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None  # noqa: F821
+    def search_metrics(self, site_id: str | None = None, since: datetime | timedelta | str | None = None
                        ) -> dict[str, Any]:
-        """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day."""
-        return self.search_engine.metrics(site_id=site_id, since=since)
+        """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day.
 
-    def query_log(self, site_id: str | None = None, since: "datetime | timedelta | str | None" = None,  # noqa: F821
+        ``since`` is a datetime, a timedelta back from now, or text: "7d", "12h", "2024-01-31" (InvalidInput otherwise).
+        """
+        return self.search_engine.metrics(site_id=site_id, since=parse_since(since))
+
+    def query_log(self, site_id: str | None = None, since: datetime | timedelta | str | None = None,
                   limit: int = 1000) -> Records:
         """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
         `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
@@ -320,25 +345,25 @@ class Workbench:
 
         if not 1 <= int(limit) <= 100_000:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
-        return Records(recent_searches(self.db, site_id=site_id, since=since, limit=int(limit)))
+        return Records(recent_searches(self.db, site_id=site_id, since=parse_since(since), limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
-                                 since: "datetime | timedelta | str | None" = None) -> dict[str, Any]:  # noqa: F821
+                                 since: datetime | timedelta | str | None = None) -> dict[str, Any]:
         """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
         from rag_core.search.querylog import latency_histogram
 
-        return latency_histogram(self.db, site_id=site_id, since=since)
+        return latency_histogram(self.db, site_id=site_id, since=parse_since(since))
 
     # ----- LlamaIndex -----
     def as_retriever(self, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
-                     filters: "MetadataFilters | None" = None, **kwargs: Any) -> "WorkbenchRetriever":  # noqa: F821
+                     filters: MetadataFilters | None = None, **kwargs: Any) -> WorkbenchRetriever:
         """This store's retrieval as a LlamaIndex BaseRetriever (hybrid, semantic or fulltext; MetadataFilters)."""
         from rag_core.llamaindex.retriever import WorkbenchRetriever
 
         return WorkbenchRetriever(self, mode=mode, k=k, site_id=site_id, filters=filters, **kwargs)
 
     @property
-    def vector_store(self) -> "WorkbenchVectorStore":  # noqa: F821
+    def vector_store(self) -> WorkbenchVectorStore:
         """This store's tables as a LlamaIndex vector store (for VectorStoreIndex.from_vector_store).
 
         LlamaIndex's Settings.embed_model and Settings.llm, when unset, become this embedder and answerer.
@@ -348,7 +373,7 @@ class Workbench:
         fill_llamaindex_defaults(self)
         return WorkbenchVectorStore(self)
 
-    def as_query_engine(self, llm: "LlamaLLM | None" = None, **kwargs: Any) -> "CitingQueryEngine":  # noqa: F821
+    def as_query_engine(self, llm: LlamaLLM | None = None, **kwargs: Any) -> CitingQueryEngine:
         """A LlamaIndex RetrieverQueryEngine over this store; any LlamaIndex LLM, RAG_LLM's answerer by default.
 
         kwargs: retriever, node_postprocessors, response_mode, or as_retriever's mode, k, site_id, filters.
@@ -358,8 +383,8 @@ class Workbench:
 
         return query_engine(self, llm=llm, **kwargs)
 
-    def as_chat_engine(self, session_id: str, llm: "LlamaLLM | None" = None,  # noqa: F821
-                       **kwargs: Any) -> "CitingChatEngine":  # noqa: F821
+    def as_chat_engine(self, session_id: str, llm: LlamaLLM | None = None,
+                       **kwargs: Any) -> CitingChatEngine:
         """A LlamaIndex CondensePlusContextChatEngine whose history is chat session `session_id` (app, CLI)."""
         from rag_core.llamaindex.engines import chat_engine
 
@@ -367,7 +392,7 @@ class Workbench:
 
     # ----- chat -----
     @property
-    def llm(self) -> "LLM":  # noqa: F821 - imported lazily
+    def llm(self) -> LLM:
         """The configured answerer (RAG_LLM), built on first use."""
         llm = getattr(self, "_llm", None)
         if llm is None:
@@ -378,7 +403,7 @@ class Workbench:
 
     def chat(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
              user_id: str | None = None, resource_name: str | None = None,
-             on_token: "Callable[[str], None] | None" = None, language: str | None = None) -> "ChatTurn":  # noqa: F821
+             on_token: Callable[[str], None] | None = None, language: str | None = None) -> ChatTurn:
         """One chat turn with the session's history and the documents; the answer carries its sources.
 
         Args:
@@ -394,7 +419,7 @@ class Workbench:
                         resource_name=resource_name, on_token=on_token, language=language)
 
     def chat_prepare(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
-                     user_id: str | None = None, resource_name: str | None = None) -> "PreparedTurn":  # noqa: F821
+                     user_id: str | None = None, resource_name: str | None = None) -> PreparedTurn:
         """A turn for a client that answers with its own model: stores the message, returns history,
         CONTEXT and the sources; the client stores its answer with `chat_append(..., sources=citations)`."""
         from rag_core.chat.turn import prepare_turn
@@ -521,7 +546,7 @@ class Workbench:
 
         return instructions.delete_instruction(self.db, site_id, resource_name, version)
 
-    def purge_chat_history(self, older_than: "timedelta | None" = None, dry_run: bool = False,  # noqa: F821
+    def purge_chat_history(self, older_than: timedelta | None = None, dry_run: bool = False,
                            triggered_by: str = "manual") -> dict[str, Any]:
         """Delete chat messages older than the policy (RAG_RETENTION_DAYS) and sessions left empty; audited."""
         from datetime import timedelta
@@ -565,7 +590,7 @@ class Workbench:
         return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
 
     def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
-                        progress: "Callable[[int, int], None] | None" = None) -> dict[str, Any]:  # noqa: F821
+                        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Score the site's judged queries against its stored documents with the evaluation runner; the
         result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
         from rag_core.evaluation import judged
@@ -623,10 +648,10 @@ class Workbench:
         if settings.chunk_overlap >= settings.chunk_size:
             raise InvalidInput(f"chunk_overlap ({settings.chunk_overlap}) must be smaller than chunk_size "
                                f"({settings.chunk_size}).")
-        other = Workbench(settings, self.db, self.database_url, self.embedded)
-        if settings.embedder == self.settings.embedder and settings.embed_model == self.settings.embed_model:
-            other._embedder = self.embedder  # the model loads once
-        return other
+        same_model = settings.embedder == self.settings.embedder and settings.embed_model == self.settings.embed_model
+        # the model loads once
+        return Workbench(settings, self.db, self.database_url, self.embedded,
+                         embedder=self.embedder if same_model else None)
 
     def close(self) -> None:
         """Release the connection pool (the embedded server stops when the last process exits)."""
@@ -649,17 +674,6 @@ def sample_corpus_paths(root: Path = PROJECT_ROOT) -> list[Path]:
     return paths + sorted((root / "docs").glob("*.md"))
 
 
-def _canonical_url(url: str) -> str:
-    """The form the crawler stores URLs in: lower-case scheme and host, no default port, path at least '/'."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = (parts.hostname or "").rstrip(".")
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    netloc = host + (f":{parts.port}" if parts.port and parts.port != default else "")
-    return f"{parts.scheme.lower()}://{netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query else "")
-
-
 def resolve_database(settings: RagSettings) -> tuple[str, bool]:
     """(database URL, embedded?) — DATABASE_URL when set, else the embedded server's 'rag' database."""
     if settings.database_url:
@@ -670,19 +684,29 @@ def resolve_database(settings: RagSettings) -> tuple[str, bool]:
     return uri, True
 
 
-def upgrade_database(settings: RagSettings) -> tuple[str, str, bool]:
+def upgrade_database(settings: RagSettings, embedder: BaseEmbedding | None = None) -> tuple[str, str, bool]:
     """Create the database when needed and apply every migration; returns (url, revision, embedded)."""
     url, embedded = resolve_database(settings)
     if embedded:
         create_database_if_missing(url)
-    revision = upgrade_schema(url, lambda: embedding_dimension(build_embedder(settings)))
+    def dimension() -> int:
+        if embedder is None:
+            return embedding_dimension(build_embedder(settings))
+        return len(embedder.get_query_embedding("dimension probe"))  # a query: caches of texts stay as they are
+
+    revision = upgrade_schema(url, dimension)
     return url, revision, embedded
 
 
-def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Workbench:
-    """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set."""
+def open_workbench(settings: RagSettings | None = None, *, embedder: BaseEmbedding | None = None,
+                   **overrides: Any) -> Workbench:
+    """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set.
+
+    ``embedder`` is a model already loaded (shared between workbenches, or wrapped in a cache) to use
+    instead of loading the one the settings name.
+    """
     settings = settings or load_settings(**overrides)
-    url, _, embedded = upgrade_database(settings)
+    url, _, embedded = upgrade_database(settings, embedder)
     restart = alive = None
     if embedded:
         from rag_core.db.server import embedded_server_running, embedded_server_uri
@@ -694,4 +718,4 @@ def open_workbench(settings: RagSettings | None = None, **overrides: Any) -> Wor
             return embedded_server_running(settings.data_dir)
     db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
-    return Workbench(settings, db, url, embedded)
+    return Workbench(settings, db, url, embedded, embedder=embedder)

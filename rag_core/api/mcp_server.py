@@ -28,8 +28,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
 from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
-from rag_core.security.ids import ID_PATTERN, valid_id
-from rag_core.workbench import DEFAULT_SITE, Workbench
+from rag_core.security.ids import DEFAULT_SITE, ID_PATTERN, valid_id
+from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 

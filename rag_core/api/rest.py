@@ -32,17 +32,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rag_core.api import schemas as s
 from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog, refuse_key_in_query
 from rag_core.api.ratelimit import RateLimiter
-from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
 from rag_core.errors import (
     CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
 from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
-from rag_core.security.ids import valid_id
+from rag_core.security.ids import DEFAULT_SITE, valid_id
 from rag_core.settings import RagSettings, load_settings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SITE = "default"
 DESCRIPTION = """\
 Documents, search, chat and chat-history memory over one RAG workbench store (PostgreSQL + pgvector).
 
@@ -129,22 +128,6 @@ def _session_for(wb: Any, caller: Principal, session_id: str) -> dict[str, Any]:
     if session is None or not caller.allows(session["site_id"]):
         raise Unauthorized(DENIED)
     return session
-
-
-def _since(value: str | None) -> dt.datetime | dt.timedelta | None:
-    from rag_core.chat.retention import parse_duration
-
-    if value is None or not value.strip():
-        return None
-    try:
-        return parse_duration(value)
-    except InvalidInput:
-        pass
-    try:
-        return dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidInput(f"since '{value}' is neither a duration (7d, 12h) nor a date (2024-01-31).",
-                           details={"field": "since"}) from None
 
 
 # ----- errors: the one place they are mapped -----
@@ -635,4 +618,4 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                 ) -> dict[str, Any]:
         """Searches, errors, zero results, average and p95 latency, popular queries, per day."""
         site = caller.site_for(site_id)
-        return jsonable_encoder(wb.search_metrics(site_id=site, since=_since(_text(since, "since"))))
+        return jsonable_encoder(wb.search_metrics(site_id=site, since=_text(since, "since")))

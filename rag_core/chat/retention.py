@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -11,22 +10,8 @@ from rag_core.db.database import Database
 from rag_core.errors import InvalidInput
 
 _PURGE_LOCK_ID = 724_011_032
-_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([wdhms]?)\s*$", re.IGNORECASE)
 # Age buckets of the status histogram, in days; the policy's own limit is added to them.
 _BUCKET_EDGES = (1, 7, 14, 30, 60, 90, 180, 365)
-
-
-def parse_duration(text: str) -> timedelta:
-    """`30d`, `12h`, `90m` (also `2w`, `45s`; a bare number means days) as a timedelta."""
-    match = _DURATION.match(text or "")
-    if not match:
-        raise InvalidInput(f"'{text}' is not a duration; write a number and a unit, e.g. 30d, 12h or 90m.")
-    value, unit = float(match.group(1)), (match.group(2) or "d").lower()
-    delta = timedelta(**{_UNITS[unit]: value})
-    if delta <= timedelta(0):
-        raise InvalidInput(f"'{text}' is not a positive duration; e.g. 30d, 12h or 90m.")
-    return delta
 
 
 def _audit_row(row: Any) -> dict[str, Any]:

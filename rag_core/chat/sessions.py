@@ -11,10 +11,9 @@ from psycopg.types.json import Jsonb
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, Unauthorized
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
-from rag_core.security.ids import check_id, check_optional_id
+from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id
 
 ROLES = ("user", "assistant", "system")
-DEFAULT_SITE = "default"
 _MESSAGE_COLUMNS = "id, session_id, site_id, user_id, role, content, sources, created_at"
 OTHER_SITE = ("Chat session '{session}' belongs to another site; start a new session (leave session_id out) "
               "or use it with its own site.")

@@ -7,9 +7,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from rag_core import cli as _cli
 from rag_core.chat.citations import Source, render_sources
-from rag_core.cli import _print_json, app, console, group_with_default, out, run_safely
+from rag_core.cli import common
+from rag_core.cli.common import app, console, group_with_default, out, print_json, run_safely
 
 # Consecutive `rag chat` calls without --session continue this conversation.
 DEFAULT_SESSION = "cli-default"
@@ -37,10 +37,10 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print the turn as JSON."),
 ) -> None:
     """Ask a question (the same as `rag chat "question"`)."""
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         turn = wb.chat(message, session_id=session, k=k, site_id=site, resource_name=resource)
     if as_json:
-        _print_json(turn.to_dict())
+        print_json(turn.to_dict())
     else:
         out.print(turn.rendered, markup=False)
 
@@ -57,11 +57,11 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Show the last N messages of a conversation, answers with their sources."""
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         messages = wb.chat_history(session, n)
         language = wb.settings.language
     if as_json:
-        _print_json(messages)
+        print_json(messages)
         return
     if not messages:
         out.print(f"No messages in session '{session}'.")
@@ -79,7 +79,7 @@ def history(
 @run_safely
 def reset(session: str = SESSION_OPTION) -> None:
     """Forget a conversation: delete its messages."""
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         result = wb.chat_reset(session)
     if result["sessions"]:
         out.print(f"Session '{session}' reset: {result['messages']} messages deleted.")
@@ -96,10 +96,10 @@ def sessions(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """List conversations, most recent first."""
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         rows = wb.list_sessions(site_id=site, user_id=user, limit=limit)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         out.print('No conversations yet: ask with `rag chat "question"`.')
@@ -119,13 +119,13 @@ def purge(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Delete chat messages older than the policy and the sessions left empty (audited)."""
-    from rag_core.chat.retention import parse_duration
+    from rag_core.units import parse_duration
 
     delta = parse_duration(older_than) if older_than else None
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         summary = wb.purge_chat_history(delta, dry_run=dry_run, triggered_by="cli")
     if as_json:
-        _print_json(summary)
+        print_json(summary)
         return
     verb = "Dry run: would delete" if dry_run else "Deleted"
     out.print(f"{verb} {summary['messages_deleted']} messages and {summary['sessions_deleted']} sessions older "
@@ -137,10 +137,10 @@ def purge(
 @run_safely
 def retention_status(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Retention policy, message counts, the age of messages and the last purges."""
-    with _cli._workbench() as wb:
+    with common.workbench() as wb:
         info = wb.retention_status()
     if as_json:
-        _print_json(info)
+        print_json(info)
         return
     policy = info["policy"]
     out.print(f"Policy: delete chat messages older than {policy['retention_days']} days"

@@ -9,12 +9,18 @@ from typing import Any, List, Optional
 
 import typer
 from rich.progress import (
-    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn,
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 
-import rag_core.cli as cli
-from rag_core.cli import app, console, group_with_default, out, run_safely
+from rag_core.cli import common
+from rag_core.cli.common import app, console, group_with_default, out, run_safely
 
 # `rag eval DATASET` measures; `rag eval fetch NAME` downloads.
 eval_app = typer.Typer(cls=group_with_default("run"), no_args_is_help=True,
@@ -40,7 +46,7 @@ def evaluate(
     from rag_core.settings import load_settings
 
     path = find_eval_set(dataset, load_settings().eval_data_dir)   # a missing set fails before the database starts
-    with cli._workbench() as wb:
+    with common.workbench() as wb:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=as_json or not sys.stderr.isatty()) as bar:
             ingest_task = bar.add_task("ingest", total=None)

@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import rag_core.cli as cli
-from rag_core.cli import app, run_safely
+from rag_core.cli import common
+from rag_core.cli.common import app, run_safely
+from rag_core.security.ids import DEFAULT_SITE
 
 import_app = typer.Typer(help="Bring documents from another tool into the store.", no_args_is_help=True)
 export_app = typer.Typer(help="Write the store's documents out for another tool.", no_args_is_help=True)
@@ -21,9 +22,9 @@ URL_HELP = "The PostgreSQL holding the table (postgresql://...); default: the wo
 
 
 def _run(label: str, fn, **kwargs) -> dict:
-    with cli._workbench() as wb:
+    with common.workbench() as wb:
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=cli.console) as bar:
+                      console=common.console) as bar:
             task = bar.add_task("nodes", total=None)
             return fn(wb, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
 
@@ -32,7 +33,7 @@ def _run(label: str, fn, **kwargs) -> dict:
 @run_safely
 def import_llamaindex(
     table: str = typer.Option(..., "--table", help=TABLE_HELP),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the nodes go to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the nodes go to."),
     url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
     schema: str = typer.Option("public", "--schema", help="The table's schema."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -42,18 +43,18 @@ def import_llamaindex(
 
     result = _run("importing", import_table, table=table, site_id=site, url=url, schema=schema)
     if as_json:
-        cli.out.print(json.dumps(result))
+        common.out.print(json.dumps(result))
         return
     how = "embedded again" if result["re_embedded"] else "vectors kept"
-    cli.out.print(f"Imported {result['nodes']} nodes of {result['documents']} documents from PGVectorStore table "
-                  f"'{result['table']}' into site '{site}' ({how}).")
+    common.out.print(f"Imported {result['nodes']} nodes of {result['documents']} documents from PGVectorStore table "
+                     f"'{result['table']}' into site '{site}' ({how}).")
 
 
 @export_app.command("llamaindex")
 @run_safely
 def export_llamaindex(
     table: str = typer.Option(..., "--table", help=TABLE_HELP),
-    site: str = typer.Option("default", "--site", help="Site (tenant) to export."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) to export."),
     url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
     schema: str = typer.Option("public", "--schema", help="The table's schema."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -63,7 +64,7 @@ def export_llamaindex(
 
     result = _run("exporting", export_table, table=table, site_id=site, url=url, schema=schema)
     if as_json:
-        cli.out.print(json.dumps(result))
+        common.out.print(json.dumps(result))
         return
-    cli.out.print(f"Exported {result['nodes']} nodes of site '{site}' into PGVectorStore table '{result['table']}' "
-                  f"({result['dimension']} dimensions).")
+    common.out.print(f"Exported {result['nodes']} nodes of site '{site}' into PGVectorStore table '{result['table']}' "
+                     f"({result['dimension']} dimensions).")

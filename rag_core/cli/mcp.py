@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import rag_core.cli as cli
-from rag_core.cli import app, run_safely
+from rag_core.cli import common
+from rag_core.cli.common import app, run_safely
 
 
 @app.command("mcp")
@@ -13,5 +13,5 @@ def mcp_command() -> None:
     from rag_core.api.mcp_server import run_stdio
 
     # One Workbench for the server's lifetime: the embedder loads once and every tool shares the pool.
-    with cli._workbench() as wb:
+    with common.workbench() as wb:
         run_stdio(wb)

@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import typer
 
-import rag_core.cli as cli
-from rag_core.cli import app
+from rag_core.cli import common
+from rag_core.cli.common import app
 from rag_core.errors import RagError
 
 FORMATS = ("text", "json", "markdown")
@@ -46,7 +46,7 @@ def search(
         _error(InvalidQuery(f"Unknown format '{fmt}'; choose one of: {', '.join(FORMATS)}.",
                             details={"field": "format", "allowed": ", ".join(FORMATS)}), "text")
     try:
-        with cli._workbench() as wb:
+        with common.workbench() as wb:
             response: dict[str, Any] = wb.search(
                 query, mode=mode, limit=limit, page=page, types=types or None, date_from=date_from,
                 date_to=date_to, source=source, site_id=site, include_context=context, max_chunks=chunks)

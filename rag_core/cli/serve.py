@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rag_core.cli import app, console, run_safely
+from rag_core.cli.common import app, console, run_safely
 
 WORKER_HEALTHCHECK_SEC = 60
 
@@ -30,7 +30,7 @@ def serve(
     from rag_core.api.auth import KeyRing, check_bind
     from rag_core.api.ratelimit import RateLimiter
     from rag_core.api.rest import create_app
-    from rag_core.api.scheduler import parse_purge_time, start_retention_scheduler
+    from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
     from rag_core.settings import load_settings
 
     configure_logging()

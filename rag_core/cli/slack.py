@@ -7,7 +7,7 @@ import threading
 
 import typer
 
-from rag_core.cli import app, console, run_safely
+from rag_core.cli.common import app, console, run_safely
 
 
 @app.command()

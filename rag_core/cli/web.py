@@ -9,7 +9,9 @@ from typing import Any, Callable, Iterator
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rag_core.cli import _print_json, _workbench, app, console, out, run_safely
+from rag_core.cli import common
+from rag_core.cli.common import app, console, out, print_json, run_safely
+from rag_core.security.ids import DEFAULT_SITE
 
 
 @contextmanager
@@ -28,7 +30,7 @@ def _page_bar(quiet: bool) -> Iterator[Callable[[Any], None]]:
 
 def _report(report: Any, as_json: bool) -> None:
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
     else:
         out.print(report.summary_text(), markup=False)
     if report.errors and not report.pages_ingested:
@@ -40,11 +42,11 @@ def _report(report: Any, as_json: bool) -> None:
 def crawl(
     url: str = typer.Argument(..., help="Index page whose links are crawled (depth 1, no recursion)."),
     pattern: str = typer.Argument("", help="Regular expression a link must match, e.g. '\\.html$'."),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the pages belong to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the pages belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Crawl the pages linked from an index page and ingest them (only RAG_ALLOWED_DOMAINS)."""
-    with _workbench() as wb:
+    with common.workbench() as wb:
         with _page_bar(as_json) as on_progress:
             report = wb.ingest_index(url, pattern, site_id=site, progress=on_progress)
     _report(report, as_json)
@@ -54,11 +56,11 @@ def crawl(
 @run_safely
 def add(
     url: str = typer.Argument(..., help="Web page to ingest."),
-    site: str = typer.Option("default", "--site", help="Site (tenant) the page belongs to."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the page belongs to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Ingest one web page (re-adding it replaces its chunks when it changed)."""
-    with _workbench() as wb:
+    with common.workbench() as wb:
         with _page_bar(as_json) as on_progress:
             report = wb.ingest_url(url, site_id=site, progress=on_progress)
     _report(report, as_json)

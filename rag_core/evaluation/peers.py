@@ -110,8 +110,9 @@ def run_ours(wb: Any, corpus: PeerCorpus, modes: Sequence[str] = ("hybrid", "ful
     create_database_if_missing(url)
     runs: list[SystemRun] = []
     try:
-        with open_workbench(wb.settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0})) as ours:
-            ours._embedder = CachedEmbedder(wb.embedder, dict(zip(map(text_key, corpus.texts), corpus.vectors)))
+        cached = CachedEmbedder(wb.embedder, dict(zip(map(text_key, corpus.texts), corpus.vectors)))
+        with open_workbench(wb.settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0}),
+                            embedder=cached) as ours:
             with ours.db.connection() as conn:
                 empty = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
             records = [{"source": ds.source_of(d["_id"]), "title": (d["title"] or d["_id"]).strip(), "text": d["text"]}
@@ -125,7 +126,7 @@ def run_ours(wb: Any, corpus: PeerCorpus, modes: Sequence[str] = ("hybrid", "ful
                 conn.execute("ANALYZE")
                 disk = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] - empty
             doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
-            misses = ours._embedder.misses
+            misses = cached.misses
             for mode in modes:
                 run = SystemRun(f"ours ({mode})", ingest_s, int(disk),
                                 note="" if not misses else f"{misses} chunk texts differed and were embedded again")

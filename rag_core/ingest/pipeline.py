@@ -18,6 +18,7 @@ from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file
+from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
 
@@ -80,19 +81,6 @@ class IngestReport:
             "skipped_sources": [{"source": o.source, "reason": o.reason} for o in self.outcomes if o.status == "skipped"],
             "documents": [asdict(o) for o in self.outcomes if o.status in ("indexed", "updated")],
         }
-
-
-@dataclass
-class Progress:
-    """What a progress bar needs: files done of total, chunks stored, the current source."""
-
-    files_done: int
-    files_total: int
-    chunks_done: int
-    current: str = ""
-
-
-ProgressCallback = Callable[[Progress], None]
 
 
 def category_for(source: str) -> str:

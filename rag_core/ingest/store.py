@@ -303,7 +303,7 @@ def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any
                                 [(np.asarray(v, dtype=np.float32), r[0]) for v, r in zip(vectors, rows)])
         done += len(rows)
         if progress:
-            from rag_core.ingest.pipeline import Progress
+            from rag_core.ingest.types import Progress
 
             progress(Progress(done, total, done))
 

@@ -1,6 +1,6 @@
 """Web ingestion: crawl an index page or one URL, then store the pages through the ingestion pipeline.
 
-The crawler (``rag_core.ingest.crawler``) fetches; this module decides what to (re)ingest:
+The crawler (``rag_core.ingest.crawl``) fetches; this module decides what to (re)ingest:
 
 * The source of a page is its requested, normalised URL; re-crawling it replaces its chunks.
 * Unchanged pages are skipped: a 304 answer to the stored ETag / Last-Modified counts as unchanged
@@ -25,7 +25,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from rag_core.db.database import Database
 from rag_core.errors import CrawlRefused, FetchError
 from rag_core.ingest import store
-from rag_core.ingest.crawler import CrawledPage, PageError, WebCrawler, run
+from rag_core.ingest.crawl import CrawledPage, PageError, WebCrawler, run
 from rag_core.ingest.loaders import LoadedDocument
 from rag_core.ingest.pipeline import (
     PIPELINE_VERSION, IngestPipeline, Progress, ProgressCallback, SourceItem, SourceOutcome, sha256,

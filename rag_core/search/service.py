@@ -29,20 +29,11 @@ from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import start_suggestions
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
+from rag_core.units import human_size
 
 # With a reranker on, this many documents (at least) are reordered before the page is cut.
 RERANK_DEPTH = 30
 _UNSET = object()
-
-
-def human_size(n: int) -> str:
-    """Bytes as the spec shows them: 512B, 14.2KB, 2.4MB."""
-    value = float(n or 0)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{int(value)}B" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{value:.1f}TB"
 
 
 def iso_utc(ts: dt.datetime | None) -> str | None:

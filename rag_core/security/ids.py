@@ -18,6 +18,9 @@ ID_RULE = ("1-200 characters: letters, digits and _ . : @ | + = ~ -, starting wi
            "no spaces")
 _ID = re.compile(ID_PATTERN[1:-1])
 
+# The site (tenant) documents, sessions and judgements belong to when none is named.
+DEFAULT_SITE = "default"
+
 
 def is_valid_id(value: object) -> bool:
     """Whether `value` is a string matching ID_PATTERN."""

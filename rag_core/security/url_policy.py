@@ -129,6 +129,26 @@ def normalize_host(host: str) -> str:
     return host
 
 
+def _assemble(scheme: str, host: str, port: int | None, path: str, query: str) -> str:
+    """scheme://host[:port]/path?query with the default port left out and path and query percent-quoted."""
+    if port is not None and port == {"http": 80, "https": 443}.get(scheme):
+        port = None
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    path = quote(path or "/", safe="/%:@!$&'()*+,;=-._~")
+    query = quote(query, safe="/?%:@!$&'()*+,;=-._~")
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def canonical_url(url: str) -> str:
+    """The form the crawler stores URLs in (what ``UrlPolicy.check`` returns), without the policy:
+    lower-case scheme, host normalised (lower case, IDNA, no trailing dot), no default port, path at
+    least '/', path and query percent-quoted. ValueError for a malformed URL or host."""
+    parts = urlsplit(url.strip())
+    return _assemble(parts.scheme.lower(), normalize_host(parts.hostname or ""), parts.port, parts.path, parts.query)
+
+
 def _covers(domain: str, host: str) -> bool:
     """Whether an allowlist entry covers the host: the same host, or a subdomain of a domain name."""
     if host == domain:
@@ -136,7 +156,7 @@ def _covers(domain: str, host: str) -> bool:
     return _ip_literal(domain) is None and _ip_literal(host) is None and host.endswith("." + domain)
 
 
-def _parse_entry(raw: str) -> tuple[str, int | None]:
+def parse_entry(raw: str) -> tuple[str, int | None]:
     """An allowlist entry as (normalised host, port or None): `example.com`, `*.example.com`,
     `example.com:8080`, `[::1]:8080`, `::1`, or a URL whose host (and port) count."""
     entry = raw.strip()
@@ -173,7 +193,7 @@ class UrlPolicy:
         ports: dict[str, set[int]] = {}
         for raw in settings.allowed_domains or []:
             try:
-                norm, port = _parse_entry(str(raw))
+                norm, port = parse_entry(str(raw))
             except ValueError as exc:
                 logger.warning("Ignoring invalid RAG_ALLOWED_DOMAINS entry %r (%s)", raw, exc)
                 continue
@@ -252,14 +272,7 @@ class UrlPolicy:
                 f"Port {effective} of {host} is not allowed: only 80, 443 and the port of the URL you asked "
                 f"for are crawled. URL: {url}. Add '{host}:{effective}' to RAG_ALLOWED_DOMAINS to allow it.",
                 original)
-        if port is not None and port == (80 if scheme == "http" else 443):
-            port = None
-        netloc = f"[{host}]" if ":" in host else host
-        if port is not None:
-            netloc += f":{port}"
-        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-        query = quote(parts.query, safe="/?%:@!$&'()*+,;=-._~")
-        return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+        return _assemble(scheme, host, port, parts.path, parts.query)
 
     @staticmethod
     def _private_message(host: str, addresses: list[str], url: str) -> str:

@@ -16,7 +16,6 @@ import pytest
 import uvicorn
 
 from slack_web import ADMIN, BOT_TOKEN, SECRET, TEAM, SlackApiServer
-from workbench_variant import variant
 from rag_core.api.slack import SlackBot, http_app
 from rag_core.workbench import Workbench
 
@@ -56,7 +55,7 @@ class RunningBot:
 @contextmanager
 def serve_bot(wb: Workbench, api: SlackApiServer, site: str, **overrides: Any) -> Iterator[RunningBot]:
     """The bot over a variant of the session Workbench, served by uvicorn in a thread on a free loopback port."""
-    bot_wb = variant(wb, **bot_settings(api, site, **overrides))
+    bot_wb = wb.variant(**bot_settings(api, site, **overrides))
     bot = SlackBot(bot_wb)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(http_app(bot), host="127.0.0.1", port=port, log_level="warning"))

@@ -12,7 +12,7 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED
 from apscheduler.executors import base as executor_base
 from apscheduler.schedulers import base as scheduler_base
 
-from rag_core.api import scheduler as purge
+from rag_core.api import retention_schedule as purge
 from rag_core.errors import ConfigError
 
 
@@ -49,7 +49,7 @@ def backdate(wb, message_id: int, days: int) -> None:
 
 
 def test_daily_job_purges_old_messages_at_the_configured_time(wb, clock, caplog):
-    caplog.set_level(logging.INFO, logger="rag_core.api.scheduler")
+    caplog.set_level(logging.INFO, logger="rag_core.api.retention_schedule")
     session = f"ret-{uuid.uuid4().hex[:8]}"
     old = wb.chat_append(session, "user", "said 45 days ago")
     recent = wb.chat_append(session, "user", "said 2 days ago")

@@ -205,7 +205,6 @@ def test_socket_mode_receives_events_acknowledges_them_and_replies(wb, site, sla
     from websockets.sync.server import serve as websocket_serve
 
     from slack_harness import bot_settings
-    from workbench_variant import variant
     from rag_core.api.slack import SlackBot, connect_socket_mode
 
     assert wb.ingest_texts(DOCS, site_id=site).to_dict()["failed"] == 0
@@ -224,8 +223,8 @@ def test_socket_mode_receives_events_acknowledges_them_and_replies(wb, site, sla
     with websocket_serve(slack_side, "127.0.0.1", 0) as ws_server:
         threading.Thread(target=ws_server.serve_forever, daemon=True).start()
         slack_api.socket_url = f"ws://127.0.0.1:{ws_server.socket.getsockname()[1]}/link/?ticket=t1"
-        bot = SlackBot(variant(wb, **bot_settings(slack_api, site, slack_signing_secret="",
-                                                  slack_app_token="xapp-1-A0RAGAPP1-test")))
+        bot = SlackBot(wb.variant(**bot_settings(slack_api, site, slack_signing_secret="",
+                                                 slack_app_token="xapp-1-A0RAGAPP1-test")))
         caplog.set_level(logging.INFO, logger="rag_core.api.slack.app")
         handler = connect_socket_mode(bot, "xapp-1-A0RAGAPP1-test")
         try:

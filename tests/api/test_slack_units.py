@@ -261,10 +261,9 @@ def test_http_mode_refuses_an_empty_signing_secret(wb) -> None:
     from rag_core.api.slack import SlackBot, http_app
     from slack_web import SlackApiServer
     from slack_harness import bot_settings
-    from workbench_variant import variant
 
     with SlackApiServer() as api:
-        bot = SlackBot(variant(wb, **bot_settings(api, "default", slack_signing_secret="")))
+        bot = SlackBot(wb.variant(**bot_settings(api, "default", slack_signing_secret="")))
         try:
             with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET is not set"):
                 http_app(bot)

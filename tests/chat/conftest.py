@@ -7,7 +7,6 @@ import uuid
 import pytest
 
 from openai_server import OpenAIServer
-from workbench_variant import variant
 from rag_core.workbench import Workbench
 
 DOCS = [
@@ -63,8 +62,8 @@ def llm_server(openai_server: OpenAIServer) -> OpenAIServer:
 @pytest.fixture
 def llm_wb(wb, llm_server: OpenAIServer) -> Workbench:
     """The workbench answering with the `openai` provider against the local server."""
-    return variant(wb, llm="openai", llm_base_url=llm_server.base_url, llm_model="test-model",
-                   llm_api_key="sk-test", llm_timeout_sec=5.0)
+    return wb.variant(llm="openai", llm_base_url=llm_server.base_url, llm_model="test-model",
+                      llm_api_key="sk-test", llm_timeout_sec=5.0)
 
 
 @pytest.fixture
@@ -80,14 +79,12 @@ def cli_env(cli_env, wb) -> None:
 @pytest.fixture
 def shared_embedder(monkeypatch: pytest.MonkeyPatch, wb, pg_url: str) -> None:
     """`rag chat "..."` opens a Workbench per call; reuse the loaded embedder to keep the test quick."""
-    import rag_core.cli as cli
+    from rag_core.cli import common
     from rag_core.db.database import Database
     from rag_core.settings import load_settings
     from rag_core.workbench import Workbench
 
     def workbench() -> Workbench:
-        fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
-        fresh._embedder = wb.embedder
-        return fresh
+        return Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False, embedder=wb.embedder)
 
-    monkeypatch.setattr(cli, "_workbench", workbench)
+    monkeypatch.setattr(common, "workbench", workbench)

@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from workbench_variant import variant
 from rag_core.chat.prompts import CONDENSE_SYSTEM
 from rag_core.errors import LLMError
 
@@ -60,7 +59,7 @@ def test_server_error_raises_llm_error_and_keeps_the_question(llm_wb, llm_server
 
 
 def test_timeout_raises_llm_error_and_keeps_the_question(llm_wb, llm_server, docs_site, session_id) -> None:
-    impatient = variant(llm_wb, llm_timeout_sec=0.3)
+    impatient = llm_wb.variant(llm_timeout_sec=0.3)
     llm_server.delay = 1.0
     with pytest.raises(LLMError, match=r"did not answer within 0\.3 s.*RAG_LLM_TIMEOUT_SEC"):
         impatient.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
@@ -68,7 +67,7 @@ def test_timeout_raises_llm_error_and_keeps_the_question(llm_wb, llm_server, doc
 
 
 def test_unreachable_server_names_the_fix(wb, docs_site, session_id) -> None:
-    down = variant(wb, llm="openai", llm_base_url="http://127.0.0.1:9/v1", llm_model="m", llm_timeout_sec=2.0)
+    down = wb.variant(llm="openai", llm_base_url="http://127.0.0.1:9/v1", llm_model="m", llm_timeout_sec=2.0)
     with pytest.raises(LLMError, match=r"Cannot reach the chat server at http://127\.0\.0\.1:9/v1.*RAG_LLM_BASE_URL"):
         down.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
 

@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 
-from workbench_variant import variant
 from rag_core import open_workbench
 from rag_core.errors import InvalidInput
 
@@ -47,7 +46,7 @@ def test_retrieve_context_formats_knowledge_and_recent_conversation(wb, docs_sit
     for i in range(12):
         wb.add_chat_message(other, docs_site, "user", f"filler {i}")
 
-    wide = variant(wb, chat_similarity_floor=0.0)
+    wide = wb.variant(chat_similarity_floor=0.0)
     context = wide.retrieve_context(user, docs_site, "Where is hybrid search implemented?")
     knowledge, conversation = context.split("\n\n--- Recent conversation ---\n")
     assert knowledge.startswith("--- Reference 1 ---\nSource: docs/search.md\nHybrid search combines")
@@ -57,7 +56,7 @@ def test_retrieve_context_formats_knowledge_and_recent_conversation(wb, docs_sit
 
     only_history = wb.retrieve_context(user, docs_site, "")
     assert only_history.startswith("--- Recent conversation ---\nUser: Hello")
-    strict = variant(wb, chat_similarity_floor=0.99)
+    strict = wb.variant(chat_similarity_floor=0.99)
     assert strict.retrieve_context(f"nobody-{uuid.uuid4().hex[:4]}", docs_site, "anything") == ""
     last = wb.retrieve_context(other, docs_site, "").splitlines()
     assert len(last) == 1 + 8 and last[-1] == "User: filler 11"  # RAG_CHAT_HISTORY_MESSAGES=8, within 5..10

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from workbench_variant import variant
 from rag_core.chat.prompts import RETRIEVAL_OFF_RULE, labels
 
 
 def test_turn_without_retrieval_asks_the_model_without_context(llm_wb, llm_server, docs_site, session_id) -> None:
-    off = variant(llm_wb, enabled=False)
+    off = llm_wb.variant(enabled=False)
     question = "Where is hybrid search implemented?"
     turn = off.chat(question, session_id=session_id, site_id=docs_site)
 
@@ -28,7 +27,7 @@ def test_turn_without_retrieval_asks_the_model_without_context(llm_wb, llm_serve
 
 
 def test_turn_without_retrieval_needs_no_index(llm_wb, llm_server, session_id) -> None:
-    off = variant(llm_wb, enabled=False)
+    off = llm_wb.variant(enabled=False)
     empty_site = f"t-empty-{uuid.uuid4().hex[:6]}"
     turn = off.chat("What is the capital of France?", session_id=session_id, site_id=empty_site)
     assert not turn.flags["no_index"] and turn.flags["stored"]
@@ -36,7 +35,7 @@ def test_turn_without_retrieval_needs_no_index(llm_wb, llm_server, session_id) -
 
 
 def test_extractive_answerer_says_it_needs_documents(wb, docs_site, session_id) -> None:
-    off = variant(wb, enabled=False, language="ja")
+    off = wb.variant(enabled=False, language="ja")
     turn = off.chat("ハイブリッド検索はどこに実装されていますか？", session_id=session_id, site_id=docs_site)
     assert turn.answer == labels("ja")["retrieval_off"]
     assert "RAG_ENABLED=false" in turn.answer and turn.sources == []

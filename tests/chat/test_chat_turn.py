@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import uuid
 
-from workbench_variant import variant
 
 CITATION_KEYS = {"n", "text", "documentPath", "documentTitle", "chunkId", "documentId", "similarity", "page",
                  "startChar", "endChar"}
@@ -61,14 +60,14 @@ def test_second_question_uses_the_first(wb, docs_site, session_id) -> None:
 
 
 def test_no_relevant_documents_still_prints_sources(wb, docs_site, session_id) -> None:
-    strict = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0)
+    strict = wb.variant(chat_similarity_floor=0.99, chat_term_coverage=0)
     turn = strict.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
     assert turn.sources == [] and turn.flags["no_sources"] and turn.flags["stored"]
     assert turn.rendered.startswith("## Sources\nNo relevant documents found.\n\n## Answer\n")
     assert "No relevant documents were found" in turn.answer
     assert _messages(wb, session_id)[1][2] == []
 
-    russian = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0, language="ru")
+    russian = wb.variant(chat_similarity_floor=0.99, chat_term_coverage=0, language="ru")
     turn = russian.chat("Где реализован гибридный поиск?", session_id=session_id, site_id=docs_site)
     assert turn.rendered.startswith("## Источники\nРелевантные документы не найдены.\n\n## Ответ\n")
 
@@ -77,7 +76,7 @@ def test_a_passage_holding_the_question_words_is_a_source_below_the_floor(wb, do
     """With the cosine floor out of reach, only the question's literal words can admit a passage."""
     from rag_core.search.hybrid import term_coverage
 
-    lexical = variant(wb, chat_similarity_floor=0.99, chat_term_coverage=0.5)
+    lexical = wb.variant(chat_similarity_floor=0.99, chat_term_coverage=0.5)
     question = "Where is hybrid search implemented?"
     hits = lexical.retrieve(question, k=4, site_id=docs_site)
     coverage = term_coverage(wb.db, question, hits)
@@ -104,7 +103,7 @@ def test_empty_index_gives_the_ingest_hint_and_stores_nothing(wb, session_id) ->
 
 def test_retrieval_failure_answers_without_context_and_stores_the_turn(wb, docs_site, session_id,
                                                                           monkeypatch) -> None:
-    broken = variant(wb)
+    broken = wb.variant()
 
     def fail(*args, **kwargs):
         raise RuntimeError("index exploded")
@@ -118,7 +117,7 @@ def test_retrieval_failure_answers_without_context_and_stores_the_turn(wb, docs_
 
 
 def test_context_stays_within_the_byte_budget_in_whole_chunks(wb, docs_site, session_id) -> None:
-    small = variant(wb, chat_context_bytes=512, chat_similarity_floor=0.0)
+    small = wb.variant(chat_context_bytes=512, chat_similarity_floor=0.0)
     question = "How are documents searched, ingested and retained?"
     hits = small.retrieve(question, k=4, site_id=docs_site)
     turn = small.chat(question, session_id=session_id, site_id=docs_site, k=4)

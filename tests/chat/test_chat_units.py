@@ -9,7 +9,7 @@ import pytest
 from rag_core.chat.context import format_references, relevant_hits, within_budget
 from rag_core.chat.extractive import pick_sentences, score_sentences, split_sentences, terms
 from rag_core.chat.prompts import AnswerRequest, Passage, session_title
-from rag_core.chat.retention import parse_duration
+from rag_core.units import parse_duration
 from rag_core.errors import ConfigError, InvalidInput
 from rag_core.providers.llms import ExtractiveLLM, build_llm
 from rag_core.search.types import ChunkHit

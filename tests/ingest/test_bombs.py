@@ -71,7 +71,7 @@ def test_a_text_over_the_document_cap_is_refused(wb, site, tmp_path: Path) -> No
 FETCH_AND_MEASURE = """
 import asyncio, json, sys, tracemalloc
 from rag_core.errors import RagError
-from rag_core.ingest.crawler import WebCrawler
+from rag_core.ingest.crawl import WebCrawler
 from rag_core.settings import RagSettings
 
 settings = RagSettings(_env_file=None, allowed_domains=["127.0.0.1"], allow_private_networks=True,

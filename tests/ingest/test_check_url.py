@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from workbench_variant import variant
 from rag_core.errors import CrawlRefused
 
 
 def test_allowed_url_comes_back_normalised_without_a_request(wb) -> None:
     # .test never resolves: a DNS lookup or a fetch here would fail the call.
-    policy_wb = variant(wb, allowed_domains=["docs.example.test"])
+    policy_wb = wb.variant(allowed_domains=["docs.example.test"])
     assert policy_wb.check_url("HTTPS://Docs.Example.Test:443/guide") == "https://docs.example.test/guide"
 
 
 def test_refusal_is_the_crawlers_own_text(wb) -> None:
-    policy_wb = variant(wb, allowed_domains=["docs.example.test"])
+    policy_wb = wb.variant(allowed_domains=["docs.example.test"])
     with pytest.raises(CrawlRefused) as checked:
         policy_wb.check_url("https://malicious-site.test/page")
     with pytest.raises(CrawlRefused) as ingested:
@@ -27,4 +26,4 @@ def test_refusal_is_the_crawlers_own_text(wb) -> None:
 
 def test_without_an_allowlist_everything_is_refused(wb) -> None:
     with pytest.raises(CrawlRefused, match="no allowed domains are configured"):
-        variant(wb, allowed_domains=[]).check_url("https://docs.example.test/")
+        wb.variant(allowed_domains=[]).check_url("https://docs.example.test/")

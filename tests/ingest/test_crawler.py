@@ -16,9 +16,8 @@ import pytest
 from crawl_server import base_url, serve
 
 from rag_core.errors import CrawlRefused, FetchError, InvalidInput
-from rag_core.ingest.crawler import (
-    CrawledPage, PageError, UrlPolicy, WebCrawler, is_blocked_address, normalize_host, run,
-)
+from rag_core.ingest.crawl import CrawledPage, PageError, WebCrawler, run
+from rag_core.security.url_policy import UrlPolicy, is_blocked_address, normalize_host
 from rag_core.settings import RagSettings
 
 UA = "RAG-Workbench-Test/1.0 (+https://example.invalid/bot)"

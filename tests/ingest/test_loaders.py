@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 
 import pytest
+import trafilatura
 
 from filebuilders import make_docx, make_pdf, make_xlsx, pdf_sentences
 from rag_core.errors import LoaderError
-from rag_core.ingest import loaders
 from rag_core.ingest.loaders import (
     SUPPORTED_TYPES,
     LoadedDocument,
@@ -25,6 +25,7 @@ from rag_core.ingest.loaders import (
     load_file,
     load_html_bytes,
 )
+from rag_core.ingest.loaders.files import check_size
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
     path = tmp_path / name
@@ -347,7 +348,7 @@ def test_html_main_text_without_boilerplate(tmp_path: Path) -> None:
 
 
 def test_html_falls_back_to_lxml_when_trafilatura_finds_nothing(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(loaders.trafilatura, "bare_extraction", lambda *a, **k: None)
+    monkeypatch.setattr(trafilatura, "bare_extraction", lambda *a, **k: None)
     doc = load_file(write(tmp_path, "vector.htm", HTML_PAGE))
     assert doc.title == "Vector Search Explained"
     assert doc.metadata["extractor"] == "lxml"
@@ -406,7 +407,7 @@ def test_size_limit(tmp_path: Path) -> None:
     assert err.value.details["size_bytes"] == 250_000
     assert load_file(path, max_bytes=250_000).text == "a" * 250_000
     with pytest.raises(LoaderError, match="File is 80.0 MB; the limit is 50 MB"):
-        loaders._check_size(80_000_000, 50_000_000, "huge.pdf")
+        check_size(80_000_000, 50_000_000, "huge.pdf")
     with pytest.raises(LoaderError, match="the limit is 10 bytes"):
         load_bytes(b"0123456789ABC", "txt", max_bytes=10)
 

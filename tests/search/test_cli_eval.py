@@ -16,18 +16,16 @@ runner = CliRunner()
 @pytest.fixture
 def cli_env(cli_env, monkeypatch: pytest.MonkeyPatch, pg_url: str, wb) -> None:
     """The shared CLI environment; each command's Workbench reuses the loaded embedder."""
-    import rag_core.cli as cli
+    from rag_core.cli import common
     from rag_core.db.database import Database
     from rag_core.settings import load_settings
     from rag_core.workbench import Workbench
 
 
     def workbench() -> Workbench:
-        fresh = Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False)
-        fresh._embedder = wb.embedder
-        return fresh
+        return Workbench(load_settings(), Database(pg_url, pool_size=2), pg_url, False, embedder=wb.embedder)
 
-    monkeypatch.setattr(cli, "_workbench", workbench)
+    monkeypatch.setattr(common, "workbench", workbench)
 
 
 def test_search_json(cli_env, corpus_site) -> None:

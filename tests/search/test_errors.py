@@ -86,8 +86,8 @@ def test_database_error_when_the_server_is_unreachable(wb, corpus_site) -> None:
     from rag_core.db.database import Database
     from rag_core.workbench import Workbench
 
-    closed = Workbench(wb.settings, Database(wb.database_url, pool_size=1), wb.database_url, False)
-    closed._embedder = wb.embedder
+    closed = Workbench(wb.settings, Database(wb.database_url, pool_size=1), wb.database_url, False,
+                       embedder=wb.embedder)
     closed.db.close()
     with pytest.raises(DatabaseError) as info:
         closed.search("fire alarm", site_id=corpus_site)

@@ -42,8 +42,7 @@ def test_russian_stemming_does_not_depend_on_the_server_default_config(wb, corpu
 
     sep = "&" if "?" in pg_url else "?"
     url = f"{pg_url}{sep}options={quote('-c default_text_search_config=pg_catalog.simple')}"
-    other = Workbench(wb.settings, Database(url, pool_size=1), url, False)
-    other._embedder = wb.embedder
+    other = Workbench(wb.settings, Database(url, pool_size=1), url, False, embedder=wb.embedder)
     try:
         with other.db.connection() as conn:
             assert conn.execute("SHOW default_text_search_config").fetchone()[0] == "pg_catalog.simple"

@@ -68,8 +68,8 @@ def test_two_writers_on_one_site_at_once(wb, site) -> None:
     errors: list[BaseException] = []
 
     def writer(tag: str) -> None:
-        other = Workbench(wb.settings, Database(wb.database_url, pool_size=2), wb.database_url, False)
-        other._embedder = wb.embedder
+        other = Workbench(wb.settings, Database(wb.database_url, pool_size=2), wb.database_url, False,
+                          embedder=wb.embedder)
         try:
             for round_ in range(3):
                 other.ingest_texts([{"source": f"{tag}-{i}.md", "title": tag,

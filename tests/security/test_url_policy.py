@@ -69,3 +69,15 @@ def test_plain_dotted_decimal_and_names_with_digits_still_work() -> None:
 @pytest.mark.parametrize("url", ["data:text/html,<b>x</b>", "data:,x", "javascript:alert(1)"])
 def test_data_and_javascript_urls_are_refused(url: str) -> None:
     assert "Only http:// and https://" in refused(policy("example.com"), url)
+
+
+def test_canonical_url_is_the_form_the_policy_returns_without_needing_an_allowlist() -> None:
+    from rag_core.security.url_policy import canonical_url
+
+    url = "HTTPS://Bücher.Example.:443/Straße mit Leer?q=ä b"
+    expected = "https://xn--bcher-kva.example/Stra%C3%9Fe%20mit%20Leer?q=%C3%A4%20b"
+    assert canonical_url(url) == expected
+    assert policy("bücher.example").check(url) == expected
+    assert canonical_url("http://example.com:8080") == "http://example.com:8080/"
+    with pytest.raises(ValueError):
+        canonical_url("http://0x7f.1/")

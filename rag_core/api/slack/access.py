@@ -17,7 +17,7 @@ from typing import Iterable
 
 from rag_core.errors import ConfigError
 from rag_core.settings import RagSettings
-from rag_core.workbench import DEFAULT_SITE
+from rag_core.security.ids import DEFAULT_SITE
 
 ANY = "*"
 DIRECT_MESSAGES = "dm"

@@ -1,20 +1,7 @@
-"""Polite, SSRF-safe web crawler: index page -> links -> page texts (httpx + trafilatura).
+"""The fetch engine: WebCrawler follows redirects by hand, throttles per host, honours robots.txt,
+streams bodies under a byte bound and turns them into documents.
 
-Security model (seed 002's "SSRF対策", extended):
-
-* Which URLs may be fetched (allowlist, ports, schemes, numeric hosts, private addresses, DNS
-  rebinding) is decided by ``rag_core.security.url_policy``; the crawler connects only to the
-  addresses that policy checked.
-* Redirects are followed by hand (at most 5 hops); every hop goes through the same checks, and a
-  redirect to something that is not an http(s) URL (``data:``, ``javascript:``) is refused.
-* Bodies are streamed and cut off past ``RAG_CRAWL_MAX_BYTES``, compressed ones inflated piece by
-  piece under the same bound (a gzip bomb never grows past it); each request has a deadline of
-  ``RAG_CRAWL_TIMEOUT_SEC``; environment proxies are ignored (a proxy would bypass the checks).
-
-Politeness: an identifiable User-Agent, robots.txt (RFC 9309, parsed by protego, cached per
-origin, Crawl-delay honoured when larger than ``RAG_CRAWL_DELAY_SEC``), at least
-``RAG_CRAWL_DELAY_SEC`` between the starts of two requests to the same host, at most
-``RAG_CRAWL_CONCURRENCY`` (<= 5) requests at once, at most ``RAG_MAX_CRAWL_PAGES`` pages per crawl.
+See ``rag_core.ingest.crawl`` for the rules it enforces.
 """
 
 from __future__ import annotations
@@ -32,183 +19,31 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http import HTTPStatus
-from typing import Any, AsyncIterator, Literal, TypeVar
+from typing import Any, AsyncIterator, TypeVar
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-import httpcore
 import httpx
 
-from rag_core.errors import CrawlRefused, FetchError, LoaderError, RagError
-from rag_core.ingest.loaders import LoadedDocument, load_html_bytes
-from rag_core.security.archives import BoundedInflater, InflateLimitExceeded, UnsupportedEncoding
-from rag_core.security.url_policy import (
-    UrlPolicy, fetch_failure as _fetch_error, is_blocked_address, normalize_host, refusal as _refused,
+from rag_core.errors import CrawlRefused, FetchError, RagError
+from rag_core.ingest.crawl.content import (
+    HTML_TYPES, RawResponse, load_document, parse_content_type, parse_links, sniff_type, supported_type,
 )
+from rag_core.ingest.crawl.results import CrawledPage, PageError, error_reason
+from rag_core.ingest.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_DELAY_SEC, Robots, load_robots
+from rag_core.ingest.crawl.transport import MAX_CONCURRENCY, BorrowedTransport, pinned_transport
+from rag_core.security.archives import BoundedInflater, InflateLimitExceeded, UnsupportedEncoding
+from rag_core.security.url_policy import UrlPolicy, fetch_failure as _fetch_error, refusal as _refused
 from rag_core.settings import RagSettings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Reason = Literal["refused", "robots", "timeout", "http_status", "too_large", "content_type", "network", "extract"]
-
 MAX_REDIRECTS = 5
-MAX_CONCURRENCY = 5
-ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least 500 KiB
-ROBOTS_MAX_DELAY_SEC = 600.0
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-HTML_TYPES = {"text/html", "application/xhtml+xml"}
-TEXT_TYPES = {"text/plain"}
-PDF_TYPES = {"application/pdf", "application/x-pdf"}
 # hrefs that are not documents: skipped silently by extract_links (never fetched either way)
 NON_DOCUMENT_SCHEMES = {"mailto", "tel", "sms", "callto", "javascript", "about"}
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,application/pdf;q=0.8,*/*;q=0.1"
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class CrawledPage:
-    """One fetched page. ``document`` is None when the server answered 304 Not Modified."""
-
-    url: str                 # as requested (normalised)
-    final_url: str           # after redirects
-    status: int
-    content_type: str
-    document: LoadedDocument | None
-    etag: str | None
-    last_modified: str | None
-    not_modified: bool = False
-
-
-@dataclass
-class PageError:
-    """A page that could not be crawled; ``reason`` is one of the ``Reason`` values."""
-
-    url: str
-    reason: str
-    message: str
-
-
-def error_reason(exc: BaseException) -> str:
-    """The PageError reason of an exception raised by the crawler."""
-    details = getattr(exc, "details", None)
-    if isinstance(details, dict) and details.get("reason"):
-        return str(details["reason"])
-    if isinstance(exc, CrawlRefused):
-        return "refused"
-    if isinstance(exc, LoaderError):
-        return "extract"
-    return "network"
-
-
-# --------------------------------------------------------------------------- transport
-
-
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore network backend that resolves through the policy and connects to the checked IP."""
-
-    def __init__(self, policy: UrlPolicy) -> None:
-        self._policy = policy
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None) -> Any:
-        addresses = await self._policy.check_resolved(host, port)
-        last: Exception | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(address, port, timeout=timeout,
-                                                     local_address=local_address,
-                                                     socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc
-        assert last is not None
-        raise last
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Any = None) -> Any:
-        raise _refused("Unix sockets are never used by the crawler", path)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def _pinned_transport(policy: UrlPolicy) -> httpx.AsyncBaseTransport | None:
-    """An httpx transport whose connections go to policy-checked addresses (None if unavailable)."""
-    try:
-        transport = httpx.AsyncHTTPTransport(trust_env=False, retries=0)
-        transport._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001 - documented-stable internals
-            ssl_context=httpx.create_ssl_context(trust_env=False),
-            max_connections=MAX_CONCURRENCY * 4, max_keepalive_connections=MAX_CONCURRENCY * 2,
-            keepalive_expiry=5.0, http1=True, http2=False,
-            network_backend=_PinnedBackend(policy),
-        )
-        return transport
-    except Exception:  # noqa: BLE001 - fall back to checking right before each request
-        logger.warning("Pinned transport unavailable; checking addresses before each request", exc_info=True)
-        return None
-
-
-class _BorrowedTransport(httpx.AsyncBaseTransport):
-    """Forwards to a caller-owned transport without closing it."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        return None
-
-
-# --------------------------------------------------------------------------- robots.txt
-
-
-ROBOTS_TTL_SEC = 24 * 3600.0        # RFC 9309: do not use a cached robots.txt for more than 24 h
-ROBOTS_RETRY_SEC = 300.0            # an unreachable robots.txt (disallow-all) is retried after this
-
-
-@dataclass
-class _Robots:
-    parser: Any = None           # protego.Protego, or None
-    allow_all: bool = False
-    note: str = ""               # why everything is disallowed, when parser is None and not allow_all
-    expires: float = 0.0         # time.monotonic() after which robots.txt is fetched again
-
-    def fresh(self) -> bool:
-        return time.monotonic() < self.expires
-
-    def can_fetch(self, url: str, user_agent: str) -> bool:
-        if self.parser is not None:
-            return bool(self.parser.can_fetch(url, user_agent))
-        return self.allow_all
-
-    def crawl_delay(self, user_agent: str) -> float | None:
-        if self.parser is None:
-            return None
-        try:
-            delay = self.parser.crawl_delay(user_agent)
-        except Exception:  # noqa: BLE001
-            return None
-        return float(delay) if delay is not None else None
-
-
-# --------------------------------------------------------------------------- crawler
-
-
-@dataclass
-class _Raw:
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    charset: str | None
-    body: bytes
-    etag: str | None
-    last_modified: str | None
-    not_modified: bool = False
 
 
 @dataclass
@@ -237,12 +72,6 @@ def _origin(url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc.lower()}", host
 
 
-def _name_from_url(url: str) -> str:
-    parts = urlsplit(url)
-    last = parts.path.rstrip("/").rsplit("/", 1)[-1]
-    return last or parts.hostname or url
-
-
 class WebCrawler:
     """Fetches pages under a UrlPolicy; see the module docstring for the rules it enforces.
 
@@ -263,7 +92,7 @@ class WebCrawler:
         self.max_pages = int(settings.max_crawl_pages)
         self.respect_robots = bool(settings.crawl_respect_robots)
         self._transport = transport
-        self._robots: dict[str, _Robots] = {}
+        self._robots: dict[str, Robots] = {}
         self._next_slot: dict[str, float] = {}
         self._slot_lock = threading.Lock()
         self._session: _Session | None = None
@@ -284,10 +113,10 @@ class WebCrawler:
 
     def _open_session(self) -> _Session:
         if self._transport is not None:
-            transport: httpx.AsyncBaseTransport | None = _BorrowedTransport(self._transport)
+            transport: httpx.AsyncBaseTransport | None = BorrowedTransport(self._transport)
             check_before = True
         else:
-            transport = _pinned_transport(self.policy)
+            transport = pinned_transport(self.policy)
             check_before = transport is None
             if transport is None:
                 transport = httpx.AsyncHTTPTransport(trust_env=False)
@@ -333,7 +162,7 @@ class WebCrawler:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _robots_for(self, session: _Session, url: str) -> _Robots:
+    async def _robots_for(self, session: _Session, url: str) -> Robots:
         origin, _host = _origin(url)
         cached = self._robots.get(origin)
         if cached is not None and cached.fresh():
@@ -343,33 +172,16 @@ class WebCrawler:
             cached = self._robots.get(origin)
             if cached is None or not cached.fresh():
                 cached = await self._load_robots(session, origin)
-                ttl = ROBOTS_TTL_SEC if (cached.parser is not None or cached.allow_all) else ROBOTS_RETRY_SEC
-                cached.expires = time.monotonic() + ttl
+                cached.expires = time.monotonic() + cached.ttl()
                 self._robots[origin] = cached
         return cached
 
-    async def _load_robots(self, session: _Session, origin: str) -> _Robots:
-        robots_url = origin + "/robots.txt"
-        try:
-            raw = await self._fetch_raw(session, robots_url, check_robots=False, any_type=True,
-                                        truncate=True, max_bytes=ROBOTS_MAX_BYTES, error_statuses=False)
-        except CrawlRefused as exc:  # redirected somewhere we may not go: treat as unavailable
-            logger.info("robots.txt of %s not followed (%s); allowing all", origin, exc.message)
-            return _Robots(allow_all=True)
-        except FetchError as exc:
-            return _Robots(note=f"robots.txt of {origin} could not be fetched ({exc.message})")
-        if 400 <= raw.status < 500:
-            return _Robots(allow_all=True)
-        if raw.status >= 500 or not 200 <= raw.status < 300:
-            return _Robots(note=f"robots.txt of {origin} answered HTTP {raw.status}")
-        from protego import Protego
+    async def _load_robots(self, session: _Session, origin: str) -> Robots:
+        async def fetch(robots_url: str) -> RawResponse:
+            return await self._fetch_raw(session, robots_url, check_robots=False, any_type=True,
+                                         truncate=True, max_bytes=ROBOTS_MAX_BYTES, error_statuses=False)
 
-        try:
-            parser = Protego.parse(raw.body.decode(raw.charset or "utf-8", errors="replace"))
-        except Exception:  # noqa: BLE001 - an unparsable robots.txt is treated like a missing one
-            logger.warning("Unparsable robots.txt at %s; allowing all", robots_url, exc_info=True)
-            return _Robots(allow_all=True)
-        return _Robots(parser=parser)
+        return await load_robots(origin, fetch)
 
     async def _check_robots(self, session: _Session, url: str) -> None:
         robots = await self._robots_for(session, url)
@@ -388,7 +200,7 @@ class WebCrawler:
     async def _fetch_raw(self, session: _Session, url: str, *, etag: str | None = None,
                          last_modified: str | None = None, check_robots: bool = True,
                          any_type: bool = False, truncate: bool = False, max_bytes: int | None = None,
-                         error_statuses: bool = True) -> _Raw:
+                         error_statuses: bool = True) -> RawResponse:
         requested = self.policy.check(url)
         current = requested
         for hop in range(MAX_REDIRECTS + 1):
@@ -437,7 +249,7 @@ class WebCrawler:
 
     async def _one_request(self, session: _Session, requested: str, url: str, *, etag: str | None,
                            last_modified: str | None, any_type: bool, truncate: bool, max_bytes: int,
-                           error_statuses: bool) -> _Raw | _Redirect:
+                           error_statuses: bool) -> RawResponse | _Redirect:
         headers: dict[str, str] = {}
         if etag:
             headers["If-None-Match"] = etag
@@ -454,7 +266,7 @@ class WebCrawler:
                                        requested, status=status)
                 return _Redirect(location.strip())
             if status == 304 and (etag or last_modified):
-                return _Raw(requested, url, status, "", None, b"", resp_etag or etag, resp_lm or last_modified,
+                return RawResponse(requested, url, status, "", None, b"", resp_etag or etag, resp_lm or last_modified,
                             not_modified=True)
             if error_statuses and not 200 <= status < 300:
                 phrase = response.reason_phrase
@@ -464,8 +276,8 @@ class WebCrawler:
                     except ValueError:
                         phrase = ""
                 raise _fetch_error(f"HTTP {status} {phrase}".strip(), "http_status", requested, status=status)
-            content_type, charset = _parse_content_type(response.headers.get("content-type", ""))
-            if content_type and not any_type and not _supported_type(content_type):
+            content_type, charset = parse_content_type(response.headers.get("content-type", ""))
+            if content_type and not any_type and not supported_type(content_type):
                 raise _fetch_error(
                     f"Unsupported content type {content_type!r} (expected HTML, plain text or PDF). URL: {url}",
                     "content_type", requested, content_type=content_type)
@@ -491,11 +303,11 @@ class WebCrawler:
                                    requested) from None
         data = bytes(body)
         if not content_type and not any_type:
-            content_type = _sniff_type(data)
+            content_type = sniff_type(data)
             if not content_type:
                 raise _fetch_error(f"No content type and not recognisable as HTML or PDF. URL: {url}",
                                    "content_type", requested)
-        return _Raw(requested, url, status, content_type, charset, data, resp_etag, resp_lm)
+        return RawResponse(requested, url, status, content_type, charset, data, resp_etag, resp_lm)
 
     # -- public API
 
@@ -512,12 +324,12 @@ class WebCrawler:
             raw = await self._fetch_raw(session, url, etag=etag, last_modified=last_modified)
         return await self._to_page(raw)
 
-    async def _to_page(self, raw: _Raw) -> CrawledPage:
+    async def _to_page(self, raw: RawResponse) -> CrawledPage:
         if raw.not_modified:
             return CrawledPage(url=raw.url, final_url=raw.final_url, status=raw.status, content_type="",
                                document=None, etag=raw.etag, last_modified=raw.last_modified,
                                not_modified=True)
-        document = await asyncio.to_thread(_load_document, raw)
+        document = await asyncio.to_thread(load_document, raw)
         document.metadata.setdefault("source_url", raw.final_url)
         document.metadata.setdefault("crawled_at", datetime.now(timezone.utc).isoformat(timespec="seconds"))
         return CrawledPage(url=raw.url, final_url=raw.final_url, status=raw.status,
@@ -545,7 +357,7 @@ class WebCrawler:
         if raw.content_type not in HTML_TYPES:
             raise _fetch_error(f"The index page is not HTML ({raw.content_type}). URL: {raw.final_url}",
                                "content_type", raw.url)
-        hrefs, base = await asyncio.to_thread(_parse_links, raw)
+        hrefs, base = await asyncio.to_thread(parse_links, raw)
         base_url = urljoin(raw.final_url, base) if base else raw.final_url
         links: list[str] = []
         errors: list[PageError] = []
@@ -639,104 +451,10 @@ class WebCrawler:
         return [r for r in results if r is not None]
 
 
-# --------------------------------------------------------------------------- helpers
-
 
 def _too_large(max_bytes: int, url: str) -> FetchError:
     return _fetch_error(f"Response larger than the limit of {max_bytes:,} bytes (RAG_CRAWL_MAX_BYTES)",
                         "too_large", url)
-
-
-def _parse_content_type(header: str) -> tuple[str, str | None]:
-    main, _, params = header.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset" and value.strip():
-            charset = value.strip().strip("'\"")
-    return main.strip().lower(), charset
-
-
-def _supported_type(content_type: str) -> bool:
-    return content_type in HTML_TYPES or content_type in TEXT_TYPES or content_type in PDF_TYPES
-
-
-def _sniff_type(data: bytes) -> str:
-    head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if head.startswith(b"%pdf-"):
-        return "application/pdf"
-    if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in head:
-        return "text/html"
-    return ""
-
-
-def _decode(raw: _Raw) -> str | None:
-    if raw.charset:
-        try:
-            return raw.body.decode(raw.charset, errors="replace")
-        except LookupError:
-            return None
-    return None
-
-
-def _load_document(raw: _Raw) -> LoadedDocument:
-    """Bytes -> LoadedDocument by content type; any loader failure becomes a LoaderError."""
-    try:
-        if raw.content_type in HTML_TYPES:
-            text = _decode(raw)
-            return load_html_bytes(text if text is not None else raw.body, url=raw.final_url)
-        name = _name_from_url(raw.final_url)
-        if raw.content_type in PDF_TYPES:
-            from rag_core.ingest.loaders import load_bytes  # lazy: added by the loaders module
-
-            return load_bytes(raw.body, "pdf", name=name, url=raw.final_url)
-        if raw.content_type in TEXT_TYPES:
-            text = _decode(raw)
-            data = text.encode("utf-8") if text is not None else raw.body
-            try:
-                from rag_core.ingest.loaders import load_bytes
-            except ImportError:
-                load_bytes = None  # type: ignore[assignment]
-            if load_bytes is not None:
-                return load_bytes(data, "txt", name=name, url=raw.final_url)
-            body = data.decode("utf-8", errors="replace").strip()
-            if not body:
-                raise LoaderError("The text page is empty.", details={"url": raw.final_url})
-            return LoadedDocument(text=body, title=name, file_type="txt")
-    except LoaderError as exc:
-        details = exc.details if isinstance(exc.details, dict) else {}
-        raise LoaderError(exc.message, details={**details, "url": raw.final_url, "reason": "extract"}) from None
-    except ImportError as exc:
-        raise LoaderError(f"No loader for {raw.content_type} ({exc})",
-                          details={"url": raw.final_url, "reason": "extract"}) from None
-    except Exception as exc:  # noqa: BLE001 - third-party extractors raise anything
-        raise LoaderError(f"Could not extract text: {type(exc).__name__}: {exc}",
-                          details={"url": raw.final_url, "reason": "extract"}) from None
-    raise LoaderError(f"Unsupported content type {raw.content_type!r}",
-                      details={"url": raw.final_url, "reason": "extract"})
-
-
-def _parse_links(raw: _Raw) -> tuple[list[str], str | None]:
-    """href values of <a> elements in document order, and the <base href> if any."""
-    import lxml.html
-
-    text = _decode(raw)
-    # bytes to lxml (a str with an XML encoding declaration is rejected); declared charset wins
-    source = text.encode("utf-8") if text is not None else raw.body
-    if not source.strip():
-        return [], None
-    parser = lxml.html.HTMLParser(encoding="utf-8") if text is not None else None
-    try:
-        tree = lxml.html.fromstring(source, parser=parser)
-    except Exception:  # noqa: BLE001 - lxml raises ParserError on empty/odd documents
-        return [], None
-    base = None
-    for element in tree.iter("base"):
-        if element.get("href"):
-            base = element.get("href")
-            break
-    hrefs = [a.get("href") or "" for a in tree.iter("a") if a.get("href") is not None]
-    return hrefs, base
 
 
 def _lookup_validators(validators: dict[str, tuple[str | None, str | None]], url: str,
@@ -748,6 +466,8 @@ def _lookup_validators(validators: dict[str, tuple[str | None, str | None]], url
     except CrawlRefused:
         return None, None
     return validators.get(normalized, (None, None))
+
+
 
 
 def run(coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
@@ -765,9 +485,3 @@ def run(coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
         return asyncio.run(_await())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawler-run") as pool:
         return pool.submit(asyncio.run, _await()).result()
-
-
-__all__ = [
-    "CrawledPage", "PageError", "UrlPolicy", "WebCrawler", "error_reason", "is_blocked_address",
-    "normalize_host", "run",
-]

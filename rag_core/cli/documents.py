@@ -1,0 +1,125 @@
+"""`rag ingest`, `rag delete`, `rag status`, `rag reindex` and `rag db upgrade`: the store's documents."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rag_core.cli import common
+from rag_core.cli.common import app, console, db_app, out, print_json, run_safely
+from rag_core.security.ids import DEFAULT_SITE
+from rag_core.units import human_size
+
+
+@app.command()
+@run_safely
+def ingest(
+    paths: List[Path] = typer.Argument(..., help="Files or folders (folders are read recursively)."),
+    include: List[str] = typer.Option([], "--include", help="Glob of files to take, e.g. '*.md' (repeatable)."),
+    exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to leave out (repeatable)."),
+    site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the documents belong to."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Ingest files and folders: md, txt, pdf, docx, xlsx, csv, html."""
+    with common.workbench() as wb:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[chunks]} chunks"), TimeElapsedColumn(),
+                      console=console, transient=as_json or not sys.stderr.isatty()) as bar:
+            task = bar.add_task("files", total=None, chunks=0)
+
+            def on_progress(p: Any) -> None:
+                bar.update(task, completed=p.files_done, total=p.files_total, chunks=p.chunks_done)
+
+            report = wb.ingest_paths(paths, include=include, exclude=exclude, site_id=site, progress=on_progress)
+    summary = report.to_dict()
+    if as_json:
+        summary.pop("documents", None)
+        print_json(summary)
+    else:
+        out.print(f"Indexed {summary['indexed']} new and {summary['updated']} changed documents "
+                  f"({summary['chunks']} chunks); {summary['unchanged']} unchanged, "
+                  f"{summary['skipped']} skipped, {summary['failed']} failed in {summary['duration_s']:.1f} s.")
+        for err in summary["errors"]:
+            out.print(f"  [red]failed[/red] {err['source']}: {err['reason']}")
+        for skip in summary["skipped_sources"][:20]:
+            out.print(f"  [yellow]skipped[/yellow] {skip['source']}: {skip['reason']}")
+        if len(summary["skipped_sources"]) > 20:
+            out.print(f"  ... and {len(summary['skipped_sources']) - 20} more skipped")
+    if summary["failed"] and not (summary["indexed"] or summary["updated"] or summary["unchanged"]):
+        raise typer.Exit(code=1)
+
+
+@app.command()
+@run_safely
+def delete(
+    source: str = typer.Argument(..., help="Path or URL of the source to remove."),
+    site: Optional[str] = typer.Option(None, "--site", help="Only in this site."),
+) -> None:
+    """Remove a source and its chunks."""
+    with common.workbench() as wb:
+        result = wb.delete_source(source, site_id=site)
+    if not result["documents"]:
+        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status` lists the sources.")
+        raise typer.Exit(code=1)
+    out.print(f"Deleted: {source} ({result['chunks']} chunks)")
+
+
+@app.command()
+@run_safely
+def status(
+    site: Optional[str] = typer.Option(None, "--site", help="Only this site."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Documents, chunks, sources, embedder, dimension and database size."""
+    with common.workbench() as wb:
+        info = wb.status(site_id=site)
+    if as_json:
+        print_json(info)
+        return
+    table = Table(show_header=False, box=None)
+    rows = [
+        ("documents", info["documents"]), ("chunks", info["chunks"]), ("sources", info["sources"]),
+        ("source URLs", info["web_sources"]),
+        ("by type", ", ".join(f"{k}: {v}" for k, v in info["by_type"].items()) or "-"),
+        ("sites", ", ".join(f"{k}: {v}" for k, v in info["by_site"].items()) or "-"),
+        ("embedder", f"{info['embedder'] or info['configured_embedder']}"
+                     f" ({info['dimension'] or '?'} dimensions)"),
+        ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
+        ("last indexed", info["last_indexed_at"] or "never"),
+    ]
+    for key, value in rows:
+        table.add_row(f"[bold]{key}[/bold]", str(value))
+    out.print(table)
+    if info["embedder_mismatch"]:
+        console.print(f"[red]{info['embedder_mismatch']}[/red]")
+    if info["documents"] == 0:
+        console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
+
+
+@app.command()
+@run_safely
+def reindex() -> None:
+    """Re-embed every chunk with the configured embedder (after changing RAG_EMBEDDER)."""
+    with common.workbench() as wb:
+        with Progress(TextColumn("[bold]re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task("chunks", total=None)
+            result = wb.reindex(progress=lambda p: bar.update(task, completed=p.files_done, total=p.files_total))
+    out.print(f"Re-embedded {result['chunks']} chunks with {result['embedder']} ({result['dimension']} dimensions).")
+
+
+@db_app.command("upgrade")
+@run_safely
+def db_upgrade() -> None:
+    """Create the database if needed and apply every migration."""
+    from rag_core.db.database import describe_url
+    from rag_core.settings import load_settings
+    from rag_core.workbench import upgrade_database
+
+    url, revision, embedded = upgrade_database(load_settings())
+    out.print(f"Database {'(embedded) ' if embedded else ''}{describe_url(url)} is at revision {revision}.")

@@ -1,0 +1,141 @@
+"""HTML pages: decoding (BOM, UTF-8, declared charset, detection) and main-text extraction
+(trafilatura, falling back to lxml); navigation, headers, footers and scripts are dropped."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Any
+
+import trafilatura
+
+from rag_core.errors import LoaderError
+from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
+from rag_core.ingest.loaders.encoding import BOMS, detect_encoding
+
+_DROP_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template", "svg", "iframe",
+              "head", "object", "canvas", "button", "select")
+_BLOCK_TAGS = frozenset({
+    "p", "div", "br", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "tr",
+    "table", "thead", "tbody", "section", "article", "main", "aside", "blockquote", "pre", "figure",
+    "figcaption", "hr", "address", "details", "summary", "body", "caption",
+})
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+
+
+def _decode_html(data: bytes) -> tuple[str, str]:
+    """HTML bytes to text: BOM, strict UTF-8, the declared charset, detection, else UTF-8 with replacements."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data.decode(encoding, errors="replace").lstrip("\ufeff"), encoding.replace("-sig", "")
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    m = _META_CHARSET.search(data[:4096])
+    if m:
+        declared = m.group(1).decode("ascii", errors="ignore")
+        try:
+            return data.decode(declared), codecs.lookup(declared).name
+        except (LookupError, UnicodeDecodeError):
+            pass
+    detected = detect_encoding(data)
+    if detected is not None:
+        return detected[0], detected[1]
+    return data.decode("utf-8", errors="replace"), "utf-8"
+
+
+def _lxml_extract(markup: str) -> tuple[str, str]:
+    """(text, title) of an HTML page with lxml alone; navigation, headers, footers and scripts dropped."""
+    import lxml.etree
+    import lxml.html
+
+    markup = _XML_DECL.sub("", markup, count=1)
+    if not markup.strip():
+        return "", ""
+    try:
+        root = lxml.html.document_fromstring(markup)
+    except (lxml.etree.ParserError, ValueError):
+        return "", ""
+    title = " ".join((root.findtext(".//title") or "").split())
+    if not title:
+        h1 = root.find(".//h1")
+        title = " ".join(h1.text_content().split()) if h1 is not None else ""
+    lxml.etree.strip_tags(root, lxml.etree.Comment, lxml.etree.ProcessingInstruction)  # keeps their tails
+    for element in root.xpath("|".join(f"//{tag}" for tag in _DROP_TAGS)):
+        if element.getparent() is not None:
+            element.drop_tree()
+    parts: list[str] = []
+    for event, element in lxml.etree.iterwalk(root, events=("start", "end")):
+        tag = element.tag if isinstance(element.tag, str) else None
+        if event == "start":
+            if tag in _BLOCK_TAGS:
+                parts.append("\n")
+            if tag is not None and element.text:
+                parts.append(element.text if tag == "pre" else _squash(element.text))
+        else:
+            if tag in _BLOCK_TAGS:
+                parts.append("\n")
+            if element.tail and element is not root:
+                parts.append(_squash(element.tail))
+    lines = (line.strip() for line in "".join(parts).split("\n"))
+    return "\n".join(line for line in lines if line), title
+
+
+def _squash(text: str) -> str:
+    """Source line breaks and runs of spaces inside HTML text are one space when rendered."""
+    return re.sub(r"\s+", " ", text)
+
+
+def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
+    """Main text via trafilatura, falling back to lxml; None when the page has no text at all."""
+    doc = None
+    try:
+        doc = trafilatura.bare_extraction(
+            markup, url=url, with_metadata=True, include_comments=False, include_tables=True,
+            favor_recall=True,
+        )
+    except Exception:
+        doc = None
+    text = clean(getattr(doc, "text", None) or "") if doc is not None else ""
+    title = " ".join((getattr(doc, "title", None) or "").split()) if doc is not None else ""
+    language = getattr(doc, "language", None) if doc is not None else None
+    meta: dict[str, Any] = {}
+    if doc is not None:
+        for key in ("author", "date", "sitename", "description"):
+            value = json_safe(getattr(doc, key, None))
+            if value:
+                meta[key] = value
+    fallback_text, fallback_title = _lxml_extract(markup)
+    if not text:
+        text = clean(fallback_text)
+        meta["extractor"] = "lxml"
+    elif not fallback_text and len(text) < 500:
+        # Nothing outside nav/header/footer/scripts: trafilatura's recall fallback returned menu links.
+        text = ""
+    if not text or text.isspace():
+        return None
+    return LoadedDocument(text=text, title=title or fallback_title, file_type="html", metadata=meta,
+                          language=language if isinstance(language, str) and language else None)
+
+
+def load_html_bytes(data: bytes | str, url: str | None = None, stem: str = "") -> LoadedDocument:
+    """Main text, title and language of an HTML page; navigation, headers, footers and scripts dropped.
+
+    ``data`` is the page's bytes (decoded here) or its already decoded text; ``stem`` (a file name
+    without suffix) is the title when the page has none.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        markup, encoding = _decode_html(bytes(data))
+    else:
+        markup, encoding = data, None
+    doc = _extract_html(markup, url)
+    if doc is None:
+        raise LoaderError(f"HTML page {stem or url or ''!r} has no text (only markup, scripts or navigation); "
+                          "it may need JavaScript to render. Give a page with readable content.",
+                          details={"url": url} if url else None)
+    if encoding:
+        doc.metadata.setdefault("encoding", encoding)
+    doc.title = doc.title or stem
+    return doc

@@ -1,0 +1,110 @@
+"""PDF files (pypdf): text per page with the page spans, the title from metadata or the first line."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+from rag_core.errors import LoaderError
+from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
+
+# Titles that PDF printers write when the real one is unknown (a browser's "Save as PDF" of a blank tab,
+# an unnamed Word document): the file name says more than these or than the first line of text.
+PLACEHOLDER_PDF_TITLES = frozenset({"about:blank", "untitled", "untitled document", "document", "none", "null"})
+
+
+def load_pdf(data: bytes, stem: str, url: str | None) -> LoadedDocument:
+    import pypdf
+    from pypdf.errors import PyPdfError
+
+    def corrupt(reason: str, exc: BaseException | None = None) -> LoaderError:
+        return LoaderError(
+            f"PDF is corrupt or encrypted: {reason}. Re-export or repair the PDF (or remove its password) "
+            "and ingest it again.", details={"reason": reason, "error": repr(exc) if exc else None})
+
+    if b"%PDF-" not in data[:1024]:
+        raise corrupt("no %PDF header (this is not a PDF file)")
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                decrypted = reader.decrypt("")
+            except Exception as exc:
+                raise corrupt(f"encrypted and cannot be opened ({exc})", exc) from exc
+            if not decrypted:
+                raise corrupt("it is password-protected")
+        page_list = list(reader.pages)
+    except LoaderError:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError,
+            RecursionError, zipfile.BadZipFile) as exc:
+        raise corrupt(str(exc) or type(exc).__name__, exc) from exc
+    except Exception as exc:
+        raise corrupt(f"{type(exc).__name__}: {exc}", exc) from exc
+    if not page_list:
+        raise corrupt("it has no pages")
+
+    texts: list[tuple[int, str]] = []
+    unreadable: list[int] = []
+    for number, page in enumerate(page_list, start=1):
+        try:
+            raw = page.extract_text() or ""
+        except Exception:
+            unreadable.append(number)
+            continue
+        page_text = clean(raw).strip()
+        if page_text:
+            texts.append((number, page_text))
+    if not texts:
+        if len(unreadable) == len(page_list):
+            raise corrupt("text extraction failed on every page")
+        raise LoaderError(
+            "PDF has no extractable text (scanned images?); run OCR on it (e.g. `ocrmypdf in.pdf out.pdf`) "
+            "and ingest the result.", details={"page_count": len(page_list)})
+
+    parts: list[str] = []
+    pages: list[tuple[int, int, int]] = []
+    offset = 0
+    for number, page_text in texts:
+        if parts:
+            parts.append("\n\n")
+            offset += 2
+        pages.append((number, offset, offset + len(page_text)))
+        parts.append(page_text)
+        offset += len(page_text)
+    text = "".join(parts)
+
+    meta: dict[str, Any] = {"page_count": len(page_list)}
+    if unreadable:
+        meta["unreadable_pages"] = unreadable
+    info_title = ""
+    try:
+        info = reader.metadata
+    except Exception:
+        info = None
+    if info is not None:
+        for key, getter in (("title", lambda: info.title), ("author", lambda: info.author),
+                            ("subject", lambda: info.subject), ("creator", lambda: info.creator),
+                            ("created_at", lambda: info.creation_date),
+                            ("modified_at", lambda: info.modification_date)):
+            try:
+                value = getter()
+            except Exception:  # malformed dates and strings in the info dictionary
+                continue
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", errors="replace")
+            value = json_safe(value)
+            if isinstance(value, str):
+                value = value.replace("\x00", "").strip()
+            if value in (None, ""):
+                continue
+            if key == "title":
+                info_title = value
+            else:
+                meta[key] = value
+    if info_title and info_title.lower() in PLACEHOLDER_PDF_TITLES:
+        return LoadedDocument(text=text, title=stem, file_type="pdf", pages=pages, metadata=meta)
+    first_line = text.split("\n", 1)[0].strip()
+    title = info_title or (first_line if 0 < len(first_line) < 120 else "") or stem
+    return LoadedDocument(text=text, title=title, file_type="pdf", pages=pages, metadata=meta)
