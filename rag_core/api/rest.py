@@ -1,4 +1,4 @@
-"""The REST service (seeds 003 and 001): a thin FastAPI adapter over the Workbench.
+"""The REST service (the workflow-service and search specs): a thin FastAPI adapter over the Workbench.
 
 Every endpoint authenticates (except /health), counts against the caller's rate limit, checks
 the caller's sites and calls one Workbench method. Errors are mapped in one place

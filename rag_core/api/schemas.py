@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST service (seeds 003 and 001), with OpenAPI examples.
+"""Request and response bodies of the REST service (the workflow-service and search specs), with OpenAPI examples.
 
 Search parameters carry their limits in the schema but the Workbench enforces them, so a limit
 of 51 gets the same INVALID_QUERY message over REST, MCP and the CLI.

@@ -1,4 +1,4 @@
-"""Every REST endpoint through TestClient against the real store: bodies and status codes of seeds 003 and 001."""
+"""Every REST endpoint through TestClient against the real store: bodies and status codes of both specs."""
 
 from __future__ import annotations
 
