@@ -200,7 +200,8 @@ def test_status_counts_one_site(wb, site) -> None:
     assert info["database_bytes"] > 0 and info["vector_index"] is True
 
 
-def test_embedder_mismatch_then_reindex(make_settings, pg_server_url) -> None:
+@pytest.mark.parametrize("other", ["minilm", "e5-small"])
+def test_embedder_mismatch_then_reindex(other, make_settings, pg_server_url) -> None:
     """A store built with one embedder refuses another until `reindex` moves it over."""
     import uuid
 
@@ -212,17 +213,17 @@ def test_embedder_mismatch_then_reindex(make_settings, pg_server_url) -> None:
     try:
         with open_workbench(make_settings(database_url=url)) as first:
             first.ingest_text("api/doc", "Hybrid search fuses dense and full-text ranks.", site_id="s")
-        with open_workbench(make_settings(database_url=url, embedder="minilm")) as second:
+        with open_workbench(make_settings(database_url=url, embedder=other)) as second:
             with pytest.raises(EmbedderMismatch) as err:
                 second.ingest_text("api/other", "More text.", site_id="s")
-            assert "use-multilingual" in err.value.message and "minilm" in err.value.message
+            assert "use-multilingual" in err.value.message and other in err.value.message
             assert "rag reindex" in err.value.message
             assert second.status()["embedder_mismatch"]
             result = second.reindex()
-            assert result == {"embedder": "minilm", "dimension": 384, "chunks": 1}
+            assert result == {"embedder": other, "dimension": 384, "chunks": 1}
             assert second.ingest_text("api/other", "More text.", site_id="s").status == "indexed"
             info = second.status()
-            assert (info["embedder"], info["dimension"], info["chunks_without_embedding"]) == ("minilm", 384, 0)
+            assert (info["embedder"], info["dimension"], info["chunks_without_embedding"]) == (other, 384, 0)
             assert info["vector_index"]
     finally:
         drop_database(url)
