@@ -64,8 +64,9 @@ def wb():
 
 
 def invalidate() -> None:
-    """Forget cached reads after a write made in the app (ingest, delete, chat, purge)."""
+    """Forget cached reads after a write made in the app (ingest, delete, chat, purge, judgements)."""
     st.cache_data.clear()
+    st.session_state.pop("search_judged", None)  # the Search page's judgement marks
 
 
 def flash(message: str) -> None:

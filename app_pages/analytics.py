@@ -83,7 +83,7 @@ with st.expander("Upload judged queries", icon=":material/upload:"):
             ui.toast_next(f"Judged set: {ui.plural(added['queries'], 'query', 'queries')}.")
             ui.after_write()
 if judged and judged["queries"]:
-    run_cols = st.columns([2, 1, 3])
+    run_cols = st.columns([2, 2, 3], vertical_alignment="bottom")
     judged_mode = run_cols[0].segmented_control("Mode", ["hybrid", "semantic", "fulltext"], default="hybrid",
                                                 key="judged_mode") or "hybrid"
     if run_cols[1].button(f"Evaluate {ui.plural(judged['queries'], 'query', 'queries')}", key="judged_run",

@@ -26,7 +26,8 @@ def _new_session() -> None:
 
 # ----- sidebar: sessions -----
 stored = ui.call(ui.sessions, site, default=[]) or []
-titles = {s["id"]: f"{s['title'] or 'Untitled'} · {ui.plural(s['messages'], 'message')}" for s in stored}
+names = {s["id"]: s["title"] or "Untitled" for s in stored}
+titles = {s["id"]: f"{names[s['id']]} · {ui.plural(s['messages'], 'message')}" for s in stored}
 session_id = st.session_state.chat_session
 if site is not None and session_id not in titles:
     current = ui.call(wb.get_session, session_id, default=None)
@@ -50,7 +51,7 @@ with st.sidebar:
                     disabled=not stored_session, help="Delete this conversation and its messages (asks first)."):
         st.session_state.chat_confirm_reset = session_id
     if st.session_state.get("chat_confirm_reset") == session_id:
-        st.warning(f"Delete **{titles[session_id]}** and its messages for good?", icon=":material/warning:")
+        st.warning(f"Delete **{names[session_id]}** and its messages for good?", icon=":material/warning:")
         yes, no = st.columns(2)
         if yes.button("Delete", type="primary", key="chat_reset_yes", width="stretch"):
             st.session_state.pop("chat_confirm_reset", None)
@@ -77,7 +78,7 @@ with st.sidebar:
             if st.button("Delete conversation", key="chat_delete", type="primary", disabled=not sure,
                          icon=":material/delete:"):
                 if ui.call(wb.delete_session, chosen) is not None:
-                    ui.toast_next(f"Deleted '{titles[chosen].rsplit(' · ', 1)[0]}'.")
+                    ui.toast_next(f"Deleted '{names[chosen]}'.")
                     if chosen == session_id:
                         _new_session()
                     ui.after_write()

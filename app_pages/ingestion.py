@@ -167,8 +167,8 @@ else:
                           selection_mode="multi-row", key=f"sources_table_{gen}",
                           column_config={"indexed at": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
     chosen = [rows[i] for i in picked.selection.rows if i < len(rows)]
-    confirm = st.checkbox(f"Delete the {ui.plural(len(chosen), 'selected source')} and their chunks", key=f"sources_confirm_{gen}",
-                          disabled=not chosen)
+    confirm = st.checkbox(f"Delete the {ui.plural(len(chosen), 'selected source')} and their chunks",
+                          key=f"sources_confirm_{gen}", disabled=not chosen)
     if st.button("Delete selected", type="primary", disabled=not (chosen and confirm), key="sources_delete",
                  icon=":material/delete:"):
         deleted = 0

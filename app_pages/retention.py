@@ -54,8 +54,9 @@ if st.button("Dry run: count what would be deleted", key="purge_dry", icon=":mat
         ui.after_write("purge_preview", result)  # the dry run is audited: the log below shows it at once
 if preview:
     st.info(f"A purge of messages older than {ui.plural(round(preview['older_than_days']), 'day')} (before "
-            f"{preview['cutoff']:%Y-%m-%d %H:%M} UTC) would delete **{ui.plural(preview['messages_deleted'], 'message')}** "
-            f"and **{ui.plural(preview['sessions_deleted'], 'session')}**. Nothing was deleted.",
+            f"{preview['cutoff']:%Y-%m-%d %H:%M} UTC) would delete "
+            f"**{ui.plural(preview['messages_deleted'], 'message')}** and "
+            f"**{ui.plural(preview['sessions_deleted'], 'session')}**. Nothing was deleted.",
             icon=":material/preview:")
 confirm = st.checkbox(f"I understand that messages older than {ui.plural(int(days), 'day')} are deleted for good",
                       key="purge_confirm")

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rag_core import open_workbench
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
+from rag_core.providers.calibration import chat_floor
 
 console = Console()
 SITE = "eval:jsquad"
@@ -119,7 +120,7 @@ def main() -> None:
                                   args.k, "unrelated (scifact, en)")
         russian = _top_similarity(wb, _queries(eval_set_dir("ru_construction") / "queries.jsonl", args.unrelated,
                                                args.seed), args.k, "unrelated (ru_construction, ru)")
-        floor_used = wb.settings.chat_similarity_floor
+        floor_used = chat_floor(wb.settings)
 
     n = len(rows)
 

@@ -164,7 +164,8 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
     """Filtered dense search: exact scan against HNSW iterative scan at several filtered-set sizes.
 
     Documents get dates spread over 1,000 days (this bench database only), so a date range selects
-    a known share of the chunks; each plan is forced by moving EXACT_SCAN_MAX.
+    a known share of the chunks; each plan is forced through `exact_scan_limit`, whose formula
+    comes from these figures.
     """
     import datetime as dt
 
@@ -177,7 +178,7 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
                      " WHERE site_id = %s", (SITE,))
         total = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s", (SITE,)).fetchone()[0]
     vectors = [embed_query(wb.embedder, q) for q in queries]
-    saved, out = hybrid.EXACT_SCAN_MAX, {}
+    saved, out = hybrid.exact_scan_limit, {}
     try:
         for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0):
             days = max(1, int(1000 * share))
@@ -187,7 +188,7 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
             row: dict[str, Any] = {"chunks": int(total * share)}
             tops = {}
             for plan, cap in (("exact", 10**9), ("hnsw", 0)):
-                hybrid.EXACT_SCAN_MAX = cap
+                hybrid.exact_scan_limit = lambda indexed, cap=cap: cap
                 ms, tops[plan] = [], []
                 for q, v in zip(queries, vectors):
                     started = time.perf_counter()
@@ -202,7 +203,7 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
                           f" p95 {row['exact']['p95']:6.1f} | hnsw p50 {row['hnsw']['p50']:6.1f} p95 {row['hnsw']['p95']:6.1f}"
                           f" recall@10 {row['hnsw recall@10']}")
     finally:
-        hybrid.EXACT_SCAN_MAX = saved
+        hybrid.exact_scan_limit = saved
         with wb.db.connection() as conn:
             conn.execute("UPDATE documents SET doc_date = NULL WHERE site_id = %s", (SITE,))
     return out

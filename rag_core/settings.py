@@ -74,9 +74,10 @@ class RagSettings(BaseSettings):
     llm_timeout_sec: float = Field(default=60.0, gt=0)
     chat_history_messages: int = Field(default=8, ge=0, le=100)
     chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
-    chat_similarity_floor: float = Field(
-        default=0.3, ge=0.0, le=1.0,
-        description="Chunks less similar to the question stay out of chat answers (measured for use-multilingual).")
+    chat_similarity_floor: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="Chunks less similar to the question stay out of chat answers; unset uses the embedder's "
+                    "measured floor (rag_core/providers/calibration.py: 0.3 for use-multilingual, 0.82 for e5-small).")
     chat_term_coverage: float = Field(
         default=0.5, ge=0.0, le=1.0,
         description="A chunk below the floor still enters when it holds this share of the question's words; 0 turns it off.")
@@ -140,7 +141,7 @@ class RagSettings(BaseSettings):
             return [d.strip().lower().rstrip(".") for d in value.split(",") if d.strip()]
         return value
 
-    @field_validator("eval_data", mode="before")
+    @field_validator("eval_data", "chat_similarity_floor", mode="before")
     @classmethod
     def _empty_eval_data_is_unset(cls, value: object) -> object:
         # `RAG_EVAL_DATA=` copied from .env.example means "the default", not the working folder

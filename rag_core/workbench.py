@@ -22,6 +22,7 @@ from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
 )
+from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
 from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
@@ -256,7 +257,8 @@ class Workbench:
     def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
         """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
         self._require_compatible_store()
-        return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id)
+        return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id,
+                               fusion=fusion_for(self.embedder_name))
 
     # ----- search -----
     @property
@@ -268,7 +270,8 @@ class Workbench:
 
             engine = self.__dict__.setdefault(
                 "_search_engine",
-                SearchEngine(self.db, self.settings, lambda: self.embedder, self._require_compatible_store))
+                SearchEngine(self.db, self.settings, lambda: self.embedder, self._require_compatible_store,
+                             fusion=fusion_for(self.embedder_name)))
         return engine
 
     def search(self, query: str, mode: str = "hybrid", limit: int = 10, page: int = 1,

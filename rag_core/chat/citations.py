@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from rag_core.chat.prompts import labels
+from rag_core.providers.calibration import CosineScale
 from rag_core.search.types import ChunkHit
 
 
@@ -24,16 +25,20 @@ class Source:
     end_char: int
     text: str                 # the cited passage
     site_id: str = ""
+    relevance: float | None = None  # the cosine read through the embedder's scale (0..1); None: the cosine
 
     @classmethod
-    def from_hit(cls, n: int, hit: ChunkHit) -> "Source":
+    def from_hit(cls, n: int, hit: ChunkHit, scale: CosineScale | None = None) -> "Source":
         return cls(n=n, path=hit.source, title=hit.title or "", similarity=float(hit.similarity),
                    page=hit.page_number, chunk_id=int(hit.chunk_id), document_id=int(hit.document_id),
-                   start_char=int(hit.start_char), end_char=int(hit.end_char), text=hit.text, site_id=hit.site_id)
+                   start_char=int(hit.start_char), end_char=int(hit.end_char), text=hit.text, site_id=hit.site_id,
+                   relevance=scale.relevance(float(hit.similarity)) if scale and not scale.is_identity else None)
 
     @property
     def similarity_pct(self) -> float:
-        return round(self.similarity * 100, 1)
+        """The percentage users see: the calibrated relevance when known (e5-small's cosines of 0.7-0.9
+        would all read as "80%"), else the cosine."""
+        return round((self.similarity if self.relevance is None else self.relevance) * 100, 1)
 
     def to_citation(self) -> dict[str, Any]:
         """The JSON stored in chat_messages.sources: seed 004's shape plus similarity, page and offsets."""
@@ -45,6 +50,7 @@ class Source:
             "chunkId": str(self.chunk_id),
             "documentId": str(self.document_id),
             "similarity": round(self.similarity, 4),
+            **({"relevance": self.relevance} if self.relevance is not None else {}),
             "page": self.page,
             "startChar": self.start_char,
             "endChar": self.end_char,
@@ -57,7 +63,8 @@ class Source:
                    title=data.get("documentTitle", ""), similarity=float(data.get("similarity") or 0.0),
                    page=data.get("page"), chunk_id=int(data.get("chunkId") or 0),
                    document_id=int(data.get("documentId") or 0), start_char=int(data.get("startChar") or 0),
-                   end_char=int(data.get("endChar") or 0), text=data.get("text", ""))
+                   end_char=int(data.get("endChar") or 0), text=data.get("text", ""),
+                   relevance=float(data["relevance"]) if data.get("relevance") is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

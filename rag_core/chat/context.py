@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 from rag_core.chat import sessions
 from rag_core.errors import InvalidInput
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
+from rag_core.providers.calibration import chat_floor
 from rag_core.security.ids import check_id
 from rag_core.search.types import ChunkHit
 
@@ -87,12 +88,13 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: 
     `ratio` leaves out hits below that share of the best one's similarity (0 keeps them all).
     """
     settings = wb.settings
+    floor = chat_floor(settings)  # per embedder: their cosines spread differently
     coverage: dict[int, float] = {}
-    if settings.chat_term_coverage > 0 and any(h.similarity < settings.chat_similarity_floor for h in hits):
+    if settings.chat_term_coverage > 0 and any(h.similarity < floor for h in hits):
         from rag_core.search.hybrid import term_coverage
 
         coverage = term_coverage(wb.db, query, hits)
-    kept = relevant_hits(hits, settings.chat_similarity_floor, coverage, settings.chat_term_coverage)
+    kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
     return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 
 

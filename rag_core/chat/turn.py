@@ -12,6 +12,7 @@ from rag_core.chat.context import format_references, grounded_hits
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
+from rag_core.providers.calibration import cosine_scale
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
@@ -164,7 +165,8 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     # 4. CONTEXT: hits above the similarity floor (or covering the question's words), whole chunks
     # within the byte budget, numbered by similarity so the list reads best first.
     chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
-    sources = [Source.from_hit(n, h) for n, h in enumerate(chosen, 1)]
+    scale = cosine_scale(wb.embedder_name)
+    sources = [Source.from_hit(n, h, scale) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
         passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],

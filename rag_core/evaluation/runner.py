@@ -184,8 +184,10 @@ def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int =
         relevant = ds.qrels[qid]
         started = time.perf_counter()
         try:
+            # typed=False: an evaluation's queries are no searches people typed (a user's judged queries run
+            # in the user's own site, whose popular queries must not fill with them).
             response = engine.search(text, mode=mode, limit=depth, site_id=site, include_context=False,
-                                               max_chunks=1, use_cache=False)
+                                     max_chunks=1, use_cache=False, typed=False)
             ranked = [doc_of_source.get(r["file_path"], r["file_path"]) for r in response["results"]]
         except RagError as exc:
             if exc.code in ("DATABASE_ERROR", "INDEX_UNAVAILABLE", "EMBEDDER_MISMATCH"):

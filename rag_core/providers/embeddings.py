@@ -171,9 +171,7 @@ class E5SmallEmbedding(_BatchEmbedding):
         return self.model().encode(clip(list(texts)), PASSAGE_PREFIX).tolist()
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        from rag_core.providers.e5 import QUERY_PREFIX
-
-        return self.model().encode(clip([query]), QUERY_PREFIX)[0].tolist()
+        return self.model().encode_query(clip([query])[0]).tolist()
 
 
 class OpenAICompatibleEmbedding(_BatchEmbedding):

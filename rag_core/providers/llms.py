@@ -131,12 +131,14 @@ class OpenAICompatibleLLM(LLM):
         return f"model '{self.model}' at {self.where}"
 
     def _api(self) -> Any:
+        """LlamaIndex's OpenAI-like LLM for the server (the same class LlamaIndex users configure)."""
         if self._client is None:
-            from openai import OpenAI
+            from llama_index.llms.openai_like import OpenAILike
 
             # No silent retries: the user waits on this call, and a clear error beats a doubled wait.
-            self._client = OpenAI(base_url=self.base_url or None, api_key=self.api_key or "not-needed",
-                                  timeout=self.timeout, max_retries=0)
+            where = {"api_base": self.base_url} if self.base_url else {}
+            self._client = OpenAILike(model=self.model, api_key=self.api_key or "not-needed", timeout=self.timeout,
+                                      max_retries=0, temperature=self.temperature, is_chat_model=True, **where)
         return self._client
 
     def _error(self, exc: Exception) -> LLMError:
@@ -166,11 +168,9 @@ class OpenAICompatibleLLM(LLM):
         import openai
 
         try:
-            response = self._api().chat.completions.create(model=self.model, messages=list(messages),
-                                                           temperature=self.temperature)
+            content = self._api().chat(_chat_messages(messages)).message.content
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        content = response.choices[0].message.content if response.choices else None
         if content is None:
             raise LLMError(f"The chat model '{self.model}' at {self.where} returned no text; check the server's log.")
         return content
@@ -179,11 +179,9 @@ class OpenAICompatibleLLM(LLM):
         import openai
 
         try:
-            chunks = self._api().chat.completions.create(model=self.model, messages=list(messages),
-                                                         temperature=self.temperature, stream=True)
-            for chunk in chunks:
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+            for chunk in self._api().stream_chat(_chat_messages(messages)):
+                if chunk.delta:
+                    yield chunk.delta
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
 
@@ -236,6 +234,12 @@ class LlamaCppLLM(OpenAICompatibleLLM):
                                    "is a GGUF model file.") from exc
                 self.base_url = f"{self._server.listening_address.rstrip('/')}/v1"
         return super()._api()
+
+
+def _chat_messages(messages: Sequence[dict[str, str]]) -> list[Any]:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    return [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
 
 
 def _error_detail(exc: Any) -> str:

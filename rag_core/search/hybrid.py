@@ -14,11 +14,13 @@ How the work per query lexeme is bounded, whatever the corpus size:
    can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
 2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
    gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
-   score are rescored exactly by primary-key probes into the cut lists only; the top
-   `candidates` of them are the full-text ranking.
+   score are rescored exactly: whole lists give their seen contributions, cut lists are probed by
+   primary key; the top `candidates` of them are the full-text ranking.
 3. The statement also reports whether that top is provably exact: its last score is at least
    every other chunk's optimistic score and the sum of the bounds (a chunk seen nowhere). A list
-   shorter than the depth is read whole, so rare lexemes are always exact.
+   shorter than the depth is read whole, so rare lexemes are always exact. When the top is not
+   proven exact the statement runs once more with `deep_depth` / `deep_rescore` (4x deeper); the
+   work per lexeme stays bounded by that depth.
 Filters are a per-posting check during the walk (document_id in the filtered documents), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
@@ -38,6 +40,7 @@ value is a bound parameter; the SQL text is assembled only from the fixed fragme
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -48,8 +51,20 @@ from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
-# A filtered set of at most this many chunks is ranked exactly (read whole) instead of through HNSW.
-EXACT_SCAN_MAX = 10_000
+# Dense candidates of a small filtered set are ranked exactly (its vectors read whole), of a larger
+# one through HNSW with iterative scans. Measured on 4,356 real chunks (eval/bench_search.py's
+# filtered dense crossover, README): the exact scan costs about 12 ms + 0.026 ms per chunk, the
+# iterative scan about 33 ms + 2.4 ms / share, where share = filtered chunks / chunks in the index
+# (a narrow filter makes HNSW visit many tuples to find enough that pass). Exact wins while
+# 0.026 t^2 - 21 t - 2.4 N < 0 for t filtered chunks of N indexed: up to ~1,150 at N = 4.4K,
+# ~3,500 at 100K, ~10,000 at 1M. Never more than EXACT_SCAN_MAX vectors are read exactly.
+EXACT_SCAN_MAX = 20_000
+
+
+def exact_scan_limit(indexed: int) -> int:
+    """The largest filtered set (in chunks) ranked by exact scan when `indexed` chunks have vectors."""
+    return min(EXACT_SCAN_MAX, int((21 + math.sqrt(441 + 0.2496 * max(indexed, 0))) / 0.052))
+
 # The BM25 parameters and reference chunk length of the postings' impact order (migration 0003).
 IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
@@ -75,6 +90,8 @@ class Fusion:
     prefilter_df: float = 0.1      # lexemes in more than this share of chunks are not reported as `terms`
     depth: int = 1000              # postings read from the head of each query lexeme's impact-ordered list
     rescore: int = 300             # candidates rescored exactly on the lexemes whose lists were cut
+    deep_depth: int = 4000         # second pass, only when the first cannot prove its top exact
+    deep_rescore: int = 1000
     cosine_floor: float | None = None  # hybrid keeps a chunk without a full-text match only above this cosine
 
     @property
@@ -90,20 +107,33 @@ class Fusion:
 # 0.9 * bm25/max + 0.1 * cosine is the one setting tried that never lands below either part, and
 # every alpha from 0.85 to 0.95 stays within 0.002 of it.
 DEFAULT_FUSION = Fusion(method="convex", alpha=0.9)
-
-
-# The relevance floor of hybrid search, per embedder (registry name, RAG_EMBEDDER): a chunk that
-# matches no query lexeme counts as a hit only when its cosine to the query reaches this value, so
-# results, totals and facets count documents that match. Calibrated on the shared sets (README
-# "Relevance floor"); RAG_SEARCH_COSINE_FLOOR overrides it. An embedder missing here has no floor.
-COSINE_FLOOR: dict[str, float] = {
-    "use-multilingual": 0.30,
+# A strong dense model moves the balance towards it: with e5-small, 0.3 * bm25/max + 0.7 * cosine
+# is the setting whose smallest gain over the better of its parts is largest across the shared sets
+# (README "e5-small"); 0.9 only matches full text.
+FUSION_BY_EMBEDDER: dict[str, Fusion] = {
+    "e5-small": Fusion(method="convex", alpha=0.3),
 }
 
 
+def fusion_for(embedder: str) -> Fusion:
+    """The measured fusion for an embedder (its registry name or recorded identity), else the default."""
+    return FUSION_BY_EMBEDDER.get(embedder, DEFAULT_FUSION)
+
+
 def cosine_floor(embedder: str, override: float | None = None) -> float | None:
-    """The relevance floor for an embedder: the setting when given, else the calibrated value."""
-    return override if override is not None else COSINE_FLOOR.get(embedder)
+    """The relevance floor of hybrid search: a chunk that matches no query lexeme counts as a hit only
+    when its cosine to the query reaches it, so results, totals and facets count documents that match.
+
+    It is the embedder's calibrated floor, the same cosine chat keeps a passage at
+    (rag_core/providers/calibration.py, measured on the shared sets; README "Relevance floor");
+    RAG_SEARCH_COSINE_FLOOR (`override`) wins. An uncalibrated embedder has no floor.
+    """
+    if override is not None:
+        return override
+    from rag_core.providers.calibration import SCALES
+
+    scale = SCALES.get(embedder)
+    return scale.chat_floor if scale is not None else None
 
 
 @dataclass
@@ -264,22 +294,24 @@ cut AS (
 ),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
-    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(c.ub), 0) AS seen_ub,
-           array_agg(pr.lex) AS lexes
+    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
+           coalesce(sum(c.ub), 0) AS seen_ub
     FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
     GROUP BY 1, 2
 ),
 opt AS MATERIALIZED (
-    SELECT p.site_id, p.chunk_id, p.seen, p.lexes, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic,
-           row_number() OVER (ORDER BY p.seen + coalesce(s.ub, 0) - p.seen_ub DESC, p.chunk_id) AS nth
-    FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
+    SELECT x.*, row_number() OVER (ORDER BY x.optimistic DESC, x.chunk_id) AS nth
+    FROM (SELECT p.site_id, p.chunk_id, p.whole, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic
+          FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
+          ORDER BY optimistic DESC, p.chunk_id
+          LIMIT %(rescore)s::bigint + 1) x
 ),
 ft AS MATERIALIZED (
-    SELECT o.chunk_id AS id, o.seen + coalesce((
+    SELECT o.chunk_id AS id, o.whole + coalesce((
                SELECT sum(c.idf * p.tf * (%(k1)s + 1)
                           / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / (SELECT avglen FROM qa))))
                FROM cut c JOIN postings p ON p.site_id = c.site_id AND p.lexeme = c.lex AND p.chunk_id = o.chunk_id
-               WHERE c.site_id = o.site_id AND c.lex <> ALL (o.lexes)), 0) AS score
+               WHERE c.site_id = o.site_id), 0) AS score
     FROM opt o WHERE o.nth <= %(rescore)s
     ORDER BY score DESC, id
     LIMIT %(n)s
@@ -424,7 +456,7 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
     plan = "none"
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
-        if target <= EXACT_SCAN_MAX:
+        if target <= exact_scan_limit(everything):
             plan = "exact"
         else:
             plan = "hnsw"
@@ -432,7 +464,10 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
             max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(20_000, 4 * n / share)))
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " set_config('hnsw.max_scan_tuples', %s, true)",
+                " set_config('hnsw.max_scan_tuples', %s, true),"
+                # Above the measured crossover the index is the cheaper plan, but on a store of a few
+                # thousand chunks the planner's estimate still picks a sequential scan and a sort.
+                " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
                 (str(min(1000, max(40, n))), str(max_scan)),
             )
     return target, languages, plan
@@ -451,6 +486,16 @@ def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str],
     if emb is not None:
         params["emb"] = emb
     return params
+
+
+def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion) -> list[tuple]:
+    """Run a statement whose last column says whether its full-text top is provably exact; when it
+    is not (lists cut too early, e.g. many near-duplicate chunks), run it once more reading deeper."""
+    rows = conn.execute(sql, params).fetchall()
+    if rows and rows[0][-1] is False and params["depth"] < fusion.deep_depth:
+        params = {**params, "depth": fusion.deep_depth, "rescore": max(params["rescore"], fusion.deep_rescore)}
+        rows = conn.execute(sql, params).fetchall()
+    return rows
 
 
 def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchRequest,
@@ -480,7 +525,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
         sql = build_statement(req.mode, fusion, scope, "index" if plan == "hnsw" else "exact", "documents")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks})
-        rows = conn.execute(sql, params).fetchall()
+        rows = _run_ranked(conn, sql, params, fusion)
     result = _documents_from_rows(rows, configs, plan)
     result.query_texts = texts
     return result
@@ -535,7 +580,7 @@ def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, si
         sql = build_statement(mode, fusion, scope, "index" if plan == "hnsw" else "exact", "chunks")
         params = _params(scope, fusion, configs, texts, emb)
         params["k"] = k
-        rows = conn.execute(sql, params).fetchall()
+        rows = _run_ranked(conn, sql, params, fusion)
     return [ChunkHit(chunk_id=r[0], document_id=r[1], site_id=r[2], source=r[3], title=r[4], file_type=r[5],
                      chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],
@@ -587,5 +632,5 @@ def fulltext_ranking(db: Any, query: str, *, k: int = 10, site_id: str | None = 
         languages = [r[0] for r in conn.execute(
             f"SELECT DISTINCT s.language FROM corpus_stats s WHERE {frag['stats']}", _scope_params(scope)).fetchall()]
         configs, texts = query_configs(query, languages)
-        rows = conn.execute(sql, _params(scope, fusion, configs, texts, None)).fetchall()
+        rows = _run_ranked(conn, sql, _params(scope, fusion, configs, texts, None), fusion)
     return [(int(r[0]), float(r[1])) for r in rows], bool(rows[0][2]) if rows else True

@@ -125,7 +125,8 @@ class SearchEngine:
             response, terms = _decode(cached)
             elapsed = time.perf_counter() - started
             response["search_time"] = f"{elapsed:.3f}s"
-            log_search(self.db, query=req.query, mode=req.mode, params={**req.log_params(), **origin, "terms": terms, "cache": "hit"},
+            log_search(self.db, query=req.query, mode=req.mode,
+                       params={**req.log_params(), **origin, "terms": terms, "cache": "hit"},
                        result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                        user_id=user_id)
             return response
@@ -146,8 +147,8 @@ class SearchEngine:
         if use_cache:
             self.cache.put(key, _encode(response, terms))
         log_search(self.db, query=req.query, mode=req.mode,
-                   params={**req.log_params(), **origin, "terms": terms, "cache": "miss" if use_cache else "off", "plan": plan,
-                           "stages_ms": stages},
+                   params={**req.log_params(), **origin, "terms": terms, "cache": "miss" if use_cache else "off",
+                           "plan": plan, "stages_ms": stages},
                    result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                    user_id=user_id)
         return response

@@ -81,6 +81,8 @@ def test_judged_queries_from_the_search_page_and_a_file_are_evaluated_on_the_ana
     table = next(t.value for t in at.dataframe if "ndcg@10" in t.value.columns and "evaluated" in t.value.columns)
     row = table.to_dict("records")[0]
     assert row["mode"] == "hybrid" and row["queries"] == 3 and row["hit@5"] == 1.0
+    app_wb.flush_search_log()
+    assert "chiller compressor oil" not in popular(app_wb, app_site)  # the evaluation's searches are not typed
     # The set is a BEIR folder: the CLI's runner reads it as it is.
     from rag_core.evaluation.datasets import load_beir
 

@@ -19,8 +19,8 @@ def test_pytest_collects_the_notebooks_with_nbmake():
     listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q"], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     names = [p.name for p in list_notebooks()]
-    assert names == ["01_retrieval_quality.ipynb", "02_chunking_and_fusion.ipynb", "03_answers_with_ragas.ipynb",
-                     "04_peers.ipynb"]
+    assert names == ["00_your_documents.ipynb", "01_retrieval_quality.ipynb", "02_chunking_and_fusion.ipynb",
+                     "03_answers_with_ragas.ipynb", "04_peers.ipynb", "05_llamaindex.ipynb"]
     for name in names:
         assert f"notebooks/{name}" in listed.stdout, listed.stdout + listed.stderr
 

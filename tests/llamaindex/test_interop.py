@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from rag_core.cli import app
 from rag_core.llamaindex.interop import pg_vector_store
+from rag_core.providers.embeddings import embedding_dimension
 
 runner = CliRunner()
 
@@ -35,7 +36,8 @@ def _invoke(*args: str) -> dict:
 
 
 def test_import_keeps_vectors_of_the_same_embedder(wb, site, pg_url, table_name, cli_env) -> None:
-    pg = pg_vector_store(pg_url, table_name, 512, setup=True)
+    dim = embedding_dimension(wb.embedder)
+    pg = pg_vector_store(pg_url, table_name, dim, setup=True)
     docs = [Document(text="Glacier melt raises the river level every June.", id_="glacier",
                      metadata={"file_path": "/kb/glacier.txt"}),
             Document(text="The bakery opens at six and sells rye bread.", id_="bakery",
@@ -43,7 +45,7 @@ def test_import_keeps_vectors_of_the_same_embedder(wb, site, pg_url, table_name,
     VectorStoreIndex.from_documents(docs, storage_context=StorageContext.from_defaults(vector_store=pg),
                                     embed_model=wb.embedder)
     summary = _invoke("import", "llamaindex", "--table", table_name, "--site", site, "--json")
-    assert summary == {"table": table_name, "site_id": site, "nodes": 2, "documents": 2, "dimension": 512,
+    assert summary == {"table": table_name, "site_id": site, "nodes": 2, "documents": 2, "dimension": dim,
                        "re_embedded": False}
     found = wb.search("when does the river level rise", site_id=site)
     assert found["results"][0]["file_path"] == "/kb/glacier.txt"
@@ -72,8 +74,9 @@ def test_import_embeds_again_when_the_vectors_are_another_models(wb, site, pg_ur
 def test_export_writes_a_table_pgvectorstore_reads(wb, corpus, pg_url, table_name, cli_env) -> None:
     site, _ = corpus
     summary = _invoke("export", "llamaindex", "--table", table_name, "--site", site, "--json")
-    assert summary["nodes"] == 4 and summary["dimension"] == 512
-    pg = pg_vector_store(pg_url, table_name, 512)
+    dim = embedding_dimension(wb.embedder)
+    assert summary["nodes"] == 4 and summary["dimension"] == dim
+    pg = pg_vector_store(pg_url, table_name, dim)
     result = pg.query(VectorStoreQuery(query_embedding=wb.embedder.get_query_embedding("paid holiday per year"),
                                        similarity_top_k=1))
     node = result.nodes[0]

@@ -92,6 +92,10 @@ def test_the_registered_embedder_adds_the_prefixes_and_ranks_across_languages(tm
                  "日本の雨季はいつですか"]
     best = [int(np.argmax(passages @ np.array(embedder.get_query_embedding(q)))) for q in questions]
     assert best == [1, 2, 5]
+    # queries run on their own one-thread session (a second thread only spins on a dozen tokens)
+    model = embedder.model()
+    assert model.query_encoder.session.get_session_options().intra_op_num_threads == 1
+    assert model.encoder.session.get_session_options().intra_op_num_threads == settings.embed_threads
     # the query prefix differs from the passage prefix, so the same text gives two different vectors
     text = SENTENCES[0]
     assert float(np.dot(embedder.get_query_embedding(text), embedder.get_text_embedding(text))) < 0.999

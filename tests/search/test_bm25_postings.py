@@ -100,7 +100,7 @@ def test_fulltext_top10_equals_exact_bm25(wb, zipf_site) -> None:
 
 def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
     # Read only 20 postings per lexeme: the common lexemes' lists (hundreds of chunks) are cut.
-    shallow = replace(DEFAULT_FUSION, depth=20, rescore=40)
+    shallow = replace(DEFAULT_FUSION, depth=20, rescore=40, deep_depth=20)   # one pass, no deeper retry
     proven = overlap = 0
     queries = _queries(30)
     with wb.db.connection() as conn:
@@ -114,7 +114,14 @@ def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
                 proven += 1
                 assert got == expected, q
     assert proven >= 5, f"the bound proved only {proven} of {len(queries)} rankings exact"
+    assert proven < len(queries), "no list was cut: the test does not exercise the pruning"
     assert overlap >= 0.9 * 10 * len(queries)
+    # With the deeper second pass allowed, every ranking the first pass could not prove is redone.
+    retried = replace(DEFAULT_FUSION, depth=20, rescore=40, deep_depth=4000)
+    with wb.db.connection() as conn:
+        for q in queries:
+            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=retried)
+            assert exact and [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10), q
 
 
 def test_exact_reference_ranking_matches_python(wb, zipf_site) -> None:
@@ -131,7 +138,7 @@ def test_filtered_full_text_is_never_empty(wb, site) -> None:
     docs = [_doc(site, f"m{i}.md", "quasarion " * 5 + _zipf_text(rng, 20), dim) for i in range(60)]
     docs += [_doc(site, f"p{i}.pdf", "quasarion " + _zipf_text(rng, 300), dim, file_type="pdf") for i in range(2)]
     assert all(err is None for *_, err in write_documents(wb.db, docs))
-    shallow = replace(DEFAULT_FUSION, depth=10, rescore=10)
+    shallow = replace(DEFAULT_FUSION, depth=10, rescore=10, deep_depth=10)
     ranked, _ = fulltext_ranking(wb.db, "quasarion", k=10, site_id=site, types=("pdf",), fusion=shallow)
     with wb.db.connection() as conn:
         assert [cid for cid, _ in ranked] == _exact_bm25(conn, site, "quasarion", 10, types=("pdf",))

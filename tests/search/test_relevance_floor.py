@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rag_core.search.hybrid import COSINE_FLOOR, cosine_floor
+from rag_core.providers.calibration import SCALES
+from rag_core.search.hybrid import cosine_floor
 from rag_core.search.service import SearchEngine
 
 TOPICS = [
@@ -45,6 +46,8 @@ def test_one_matching_document_is_one_result(wb, site, make_settings) -> None:
 
 
 def test_floor_comes_from_the_embedder_unless_set() -> None:
-    assert cosine_floor("use-multilingual") == COSINE_FLOOR["use-multilingual"]
+    assert cosine_floor("use-multilingual") == SCALES["use-multilingual"].chat_floor == 0.3
+    assert cosine_floor("e5-small") == SCALES["e5-small"].chat_floor   # e5's cosines sit in a high band
+    assert cosine_floor("e5-small") > 0.8
     assert cosine_floor("use-multilingual", 0.5) == 0.5
     assert cosine_floor("an-embedder-without-a-calibrated-floor") is None
