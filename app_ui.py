@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from rag_core import RagError, open_workbench
-from rag_core.chat.citations import passage_html, quoted_spans
+from rag_core.chat.quotes import cited_spans, passage_html
 
 log = logging.getLogger(__name__)
 
@@ -320,10 +320,6 @@ def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
         pos = end
     out.append(html.escape(text[pos:]))
     return "".join(out)
-
-
-# Where an answer's quotes stand in a passage, across wrapped lines and markdown (the chat's own rule).
-cited_spans = quoted_spans
 
 
 _PASSAGE_STYLE = ("font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;padding:0.4rem 0.8rem;"

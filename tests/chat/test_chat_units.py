@@ -172,17 +172,17 @@ def test_a_quote_names_its_document_unless_it_says_it() -> None:
 
 
 def test_source_panels_render_markdown_with_the_quotes_marked() -> None:
-    from rag_core.chat.citations import passage_html, quoted_spans
+    from rag_core.chat.quotes import cited_spans, passage_html
 
     passage = ("# Deleting\n\nTo delete a document, open the\nDocuments page. From the command line:\n\n"
                "```\nrag delete x\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- item one here\n- item two <b>x</b>")
     answer = ("Deleting — To delete a document, open the Documents page. [1] From the command line: [1]\n"
               "```\nrag delete x\n```\n\nitem two <b>x</b> [1] Elsewhere said. [2]")
-    spans = quoted_spans(answer, 1, passage)
+    spans = cited_spans(answer, 1, passage)
     assert [passage[a:b] for a, b in spans] == [
         "To delete a document, open the\nDocuments page.", "From the command line:", "```\nrag delete x\n```",
         "item two <b>x</b>"]
-    assert quoted_spans(answer, 2, passage) == []
+    assert cited_spans(answer, 2, passage) == []
     html = passage_html(passage, spans)
     assert "<h1>Deleting</h1>" in html and "<table>" in html and "<td>1</td>" in html and "# Deleting" not in html
     assert "<pre><code><mark" in html and "rag delete x</mark>" in html
