@@ -309,18 +309,12 @@ def build_server(wb: Workbench) -> RagMCPServer:
     ) -> CallToolResult:
         """The last `limit` messages of a conversation, oldest first; assistant messages carry their sources
         (documentPath, similarity, page)."""
-        from rag_core.chat.citations import Source, render_sources
+        from rag_core.chat.transcript import render_transcript
 
         messages = wb.chat_history(session_id, limit)
         if not messages:
             return _result(f"No messages in session '{session_id}'.", {"session_id": session_id, "messages": []})
-        parts = []
-        for m in messages:
-            parts.append(f"[{str(m['created_at'])[:16]}] {m['role']}:\n{m['content']}")
-            if m["role"] == "assistant":
-                cited = [Source.from_citation(c, i) for i, c in enumerate(m.get("sources") or [], 1)]
-                parts.append(render_sources(cited, wb.settings.language))
-        return _result("\n\n".join(parts) + "\n", {"session_id": session_id, "messages": messages})
+        return _result(render_transcript(messages, wb.settings.language), {"session_id": session_id, "messages": messages})
 
     def rag_chat_append(
         role: Annotated[Literal["user", "assistant", "system"], Field(description="Who wrote the message.")],

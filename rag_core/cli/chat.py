@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.table import Table
 
-from rag_core.chat.citations import Source, render_sources
+from rag_core.chat.transcript import format_when, render_transcript
 from rag_core.cli import common
 from rag_core.cli.common import app, console, group_with_default, out, print_json, run_safely
 
@@ -45,10 +45,6 @@ def ask(
         out.print(turn.rendered, markup=False)
 
 
-def _when(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if value else "-"
-
-
 @chat_app.command("history")
 @run_safely
 def history(
@@ -66,13 +62,7 @@ def history(
     if not messages:
         out.print(f"No messages in session '{session}'.")
         return
-    for m in messages:
-        out.print(f"[{_when(m['created_at'])}] {m['role']}:", markup=False)
-        out.print(m["content"], markup=False)
-        if m["role"] == "assistant":
-            sources = [Source.from_citation(c, i) for i, c in enumerate(m["sources"] or [], 1)]
-            out.print(render_sources(sources, language), markup=False)
-        out.print("")
+    out.print(render_transcript(messages, language), markup=False)
 
 
 @chat_app.command("reset")
@@ -106,7 +96,7 @@ def sessions(
         return
     table = Table("session", "title", "site", "messages", "last active")
     for r in rows:
-        table.add_row(r["id"], r["title"] or "", r["site_id"], str(r["messages"]), _when(r["updated_at"]))
+        table.add_row(r["id"], r["title"] or "", r["site_id"], str(r["messages"]), format_when(r["updated_at"]))
     out.print(table)
 
 
@@ -129,8 +119,8 @@ def purge(
         return
     verb = "Dry run: would delete" if dry_run else "Deleted"
     out.print(f"{verb} {summary['messages_deleted']} messages and {summary['sessions_deleted']} sessions older "
-              f"than {summary['older_than_days']:g} days (before {_when(summary['cutoff'])}) in "
-              f"{summary['duration_ms']:.0f} ms; oldest remaining message: {_when(summary['oldest_remaining'])}.")
+              f"than {summary['older_than_days']:g} days (before {format_when(summary['cutoff'])}) in "
+              f"{summary['duration_ms']:.0f} ms; oldest remaining message: {format_when(summary['oldest_remaining'])}.")
 
 
 @retention_app.command("status")
@@ -146,7 +136,7 @@ def retention_status(as_json: bool = typer.Option(False, "--json", help="Print a
     out.print(f"Policy: delete chat messages older than {policy['retention_days']} days"
               f"{' (daily at ' + policy['purge_time'] + ')' if policy['purge_time'] else ''}.")
     out.print(f"{info['messages']} messages in {info['sessions']} sessions; {info['due_for_purge']} due for purge; "
-              f"oldest {_when(info['oldest_message'])}.")
+              f"oldest {format_when(info['oldest_message'])}.")
     table = Table("age", "messages")
     for bucket in info["age_histogram"]:
         table.add_row(bucket["label"], str(bucket["messages"]))
@@ -154,7 +144,7 @@ def retention_status(as_json: bool = typer.Option(False, "--json", help="Print a
     if info["last_purges"]:
         purges = Table("ran at", "dry run", "older than (d)", "messages", "sessions", "by")
         for a in info["last_purges"]:
-            purges.add_row(_when(a["ran_at"]), "yes" if a["dry_run"] else "no", f"{a['older_than_days']:g}",
+            purges.add_row(format_when(a["ran_at"]), "yes" if a["dry_run"] else "no", f"{a['older_than_days']:g}",
                            str(a["messages_deleted"]), str(a["sessions_deleted"]), a["triggered_by"])
         out.print(purges)
     else:
