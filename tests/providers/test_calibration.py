@@ -55,4 +55,9 @@ def test_e5_small_leans_on_its_dense_ranking_and_other_embedders_keep_the_defaul
     from rag_core.workbench import Workbench
 
     wb = Workbench(_settings(embedder="e5-small"), None, "", False)  # no query runs: no database needed
-    assert wb.search_engine.fusion == e5
+    from dataclasses import replace
+
+    from rag_core.providers.calibration import SCALES
+
+    assert replace(wb.search_engine.fusion, cosine_floor=None) == e5
+    assert wb.search_engine.fusion.cosine_floor == SCALES["e5-small"].chat_floor   # its relevance floor too
