@@ -20,6 +20,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.db.database import Database
 from rag_core.errors import DatabaseError, RagError
+from rag_core.providers.calibration import cosine_scale
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, start_highlights
@@ -229,8 +230,8 @@ class SearchEngine:
         return finish
 
     def _relevance(self, req: SearchRequest, core: CoreResult, chunk: ChunkHit) -> float:
-        if req.mode == "semantic":
-            value = chunk.similarity
+        if req.mode == "semantic":  # the cosine as the embedder's scale reads it (e5's sit in a high band)
+            value = cosine_scale(self.settings.embedder).relevance(chunk.similarity)
         elif req.mode == "fulltext":
             value = chunk.score / core.top_score if core.top_score > 0 else 0.0
         else:
