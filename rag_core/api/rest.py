@@ -38,6 +38,7 @@ from rag_core.errors import (
 )
 from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
 from rag_core.security.ids import DEFAULT_SITE, valid_id
+from rag_core.workbench import Workbench
 from rag_core.settings import RagSettings, load_settings
 
 log = logging.getLogger(__name__)
@@ -97,12 +98,12 @@ async def get_caller(request: Request,
     return caller
 
 
-async def get_workbench(request: Request) -> Any:
+async def get_workbench(request: Request) -> Workbench:
     return request.app.state.workbench
 
 
 Caller = Annotated[Principal, Depends(get_caller)]
-WorkbenchDep = Annotated[Any, Depends(get_workbench)]
+WorkbenchDep = Annotated[Workbench, Depends(get_workbench)]
 # Ids in query strings and paths: the same pattern as in bodies (rag_core.security.ids).
 SiteQuery = Annotated[str | None, Query(max_length=MAX_ID_CHARS, json_schema_extra=s.ID_SCHEMA,
                                         description="Only this site."), AfterValidator(valid_id)]
