@@ -28,7 +28,7 @@ EVAL_RESULTS = ROOT / "eval" / "results"
 ALL_SITES = "All sites"
 # Short TTLs: other processes (the CLI, the API) write to the same store; writes made here clear them at once.
 READ_TTL_SEC = 30
-# Targets of the search spec (docs/requirements.md), shown next to the measured figures.
+# Targets of the search spec (docs/specs/requirements.md), shown next to the measured figures.
 HIT5_TARGET = 0.85
 P95_TARGET_MS = 1000.0
 PERIODS = {"Last 24 hours": dt.timedelta(days=1), "Last 7 days": dt.timedelta(days=7),
