@@ -110,6 +110,12 @@ def test_a_killed_postmaster_is_restarted_while_callers_get_a_fast_error(server_
         wb.ingest_text("notes/fire.md", "Fire alarms are tested every month.", site_id="heal")
         old = postmaster_pid(data / "pgdata")
         os.kill(old, signal.SIGKILL)
+        # kill() returns before the process is gone: on a quiet machine the first check could still
+        # reach the dying server. Wait until it is dead (gone or a zombie), as a crash would be.
+        gone_by = time.monotonic() + 10
+        while not dead(old):
+            assert time.monotonic() < gone_by, "the killed postmaster did not die"
+            time.sleep(0.01)
         errors: list[DatabaseError] = []
         deadline = time.monotonic() + 60
         while True:
@@ -129,6 +135,14 @@ def test_a_killed_postmaster_is_restarted_while_callers_get_a_fast_error(server_
         wb.close()
         release_embedded_server(data)
     assert wait_until_stopped(data / "pgdata")
+
+
+def dead(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 INGEST = [sys.executable, "-m", "rag_core.cli", "ingest"]
