@@ -259,8 +259,11 @@ class _NotebookBar:
     def __init__(self, description: str, unit: str) -> None:
         self.description, self.unit = description, unit
         self.bar: Any = None
+        self.closed = False
 
     def __call__(self, p: Any) -> None:
+        if self.closed:  # a last event after the total was reached (ingest's final tick)
+            return
         done, total = progress_counts(p)
         if self.bar is None:
             from tqdm.auto import tqdm
@@ -278,6 +281,7 @@ class _NotebookBar:
             self.close()
 
     def close(self) -> None:
+        self.closed = True
         if self.bar is not None:
             self.bar.close()
 
