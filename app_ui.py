@@ -20,6 +20,7 @@ import streamlit as st
 
 from rag_core import RagError, open_workbench
 from rag_core.chat.quotes import cited_spans, passage_html
+from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
 
 log = logging.getLogger(__name__)
 
@@ -307,21 +308,6 @@ def offer_sample_corpus(key: str) -> None:
 
 
 # ----- text rendering -----
-_MARK_STYLE = "background:#ffe58f;padding:0 2px;border-radius:2px"
-
-
-def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
-    """`text` HTML-escaped, with each [start, end) span wrapped in a <mark>."""
-    out, pos = [], 0
-    for start, end in sorted((int(s), int(e)) for s, e in spans):
-        if start < pos or end <= start:
-            continue
-        out += [html.escape(text[pos:start]), f'<mark style="{_MARK_STYLE}">', html.escape(text[start:end]), "</mark>"]
-        pos = end
-    out.append(html.escape(text[pos:]))
-    return "".join(out)
-
-
 _PASSAGE_STYLE = ("font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7de;padding:0.4rem 0.8rem;"
                   "max-height:12rem;overflow:auto")
 
