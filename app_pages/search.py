@@ -30,7 +30,7 @@ with st.sidebar:
     date_from = st.date_input("Documents dated from", value=None, key="search_from", format="YYYY-MM-DD")
     date_to = st.date_input("... to (inclusive)", value=None, key="search_to", format="YYYY-MM-DD")
     source = st.text_input("Source prefix or part of a path", key="search_source",
-                           placeholder="/home/me/docs/ or https://example.com/")
+                           placeholder="docs/ or https://example.com/")
     limit = st.select_slider("Results per page", [5, 10, 20, 50], value=10, key="search_limit")
 
 st.title("Search")

@@ -19,6 +19,11 @@ app.add_typer(export_app, name="export")
 
 TABLE_HELP = "PGVectorStore's table_name (its rows live in data_<name>)."
 URL_HELP = "The PostgreSQL holding the table (postgresql://...); default: the workbench's own database."
+# Options the import and export commands share (Typer reads each as the parameter's default).
+TABLE_OPTION = typer.Option(..., "--table", help=TABLE_HELP)
+URL_OPTION = typer.Option(None, "--url", help=URL_HELP)
+SCHEMA_OPTION = typer.Option("public", "--schema", help="The table's schema.")
+JSON_OPTION = typer.Option(False, "--json", help="Print the summary as JSON.")
 
 
 def _run(label: str, fn, **kwargs) -> dict:
@@ -32,11 +37,11 @@ def _run(label: str, fn, **kwargs) -> dict:
 @import_app.command("llamaindex")
 @run_safely
 def import_llamaindex(
-    table: str = typer.Option(..., "--table", help=TABLE_HELP),
+    table: str = TABLE_OPTION,
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the nodes go to."),
-    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
-    schema: str = typer.Option("public", "--schema", help="The table's schema."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    url: Optional[str] = URL_OPTION,
+    schema: str = SCHEMA_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Ingest a LlamaIndex PGVectorStore table's nodes (vectors kept when they are this embedder's)."""
     from rag_core.llamaindex.interop import import_table
@@ -53,11 +58,11 @@ def import_llamaindex(
 @export_app.command("llamaindex")
 @run_safely
 def export_llamaindex(
-    table: str = typer.Option(..., "--table", help=TABLE_HELP),
+    table: str = TABLE_OPTION,
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) to export."),
-    url: Optional[str] = typer.Option(None, "--url", help=URL_HELP),
-    schema: str = typer.Option("public", "--schema", help="The table's schema."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    url: Optional[str] = URL_OPTION,
+    schema: str = SCHEMA_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Write a site's chunks, vectors and metadata into a LlamaIndex PGVectorStore table."""
     from rag_core.llamaindex.interop import export_table

@@ -25,14 +25,15 @@ def test_pytest_collects_the_notebooks_with_nbmake():
         assert f"notebooks/{name}" in listed.stdout, listed.stdout + listed.stderr
 
 
-def test_kernels_get_the_test_database_and_a_small_sample():
-    env = notebook_test_env("postgresql://x/test", "/tmp/d", {"RAG_EVAL_SAMPLE": "0", "DATABASE_URL": "postgresql://x/dev"})
+def test_kernels_get_the_test_database_and_a_small_sample(tmp_path):
+    env = notebook_test_env("postgresql://x/test", str(tmp_path / "d"), {"RAG_EVAL_SAMPLE": "0", "DATABASE_URL": "postgresql://x/dev"})
     assert env["DATABASE_URL"] == "postgresql://x/test"
     assert env["RAG_EVAL_SAMPLE"] == str(TEST_SAMPLE) and env["RAGAS_DO_NOT_TRACK"] == "true"
     assert notebook_test_env("u", "d", {"RAG_EVAL_SAMPLE": "5"})["RAG_EVAL_SAMPLE"] == "5"
     # the sets the tests write reach the kernels only when RAG_EVAL_DATA is not configured
     assert "RAG_EVAL_DATA" not in env
-    assert notebook_test_env("u", "d", {}, eval_data="/tmp/sets")["RAG_EVAL_DATA"] == "/tmp/sets"
+    sets = str(tmp_path / "sets")
+    assert notebook_test_env("u", "d", {}, eval_data=sets)["RAG_EVAL_DATA"] == sets
 
 
 def test_notebooks_open_the_workbench_first_and_define_no_logic():
