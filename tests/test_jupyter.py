@@ -5,12 +5,14 @@ and the stop button leaves no half-written document."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,7 @@ class Kernel:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.km, self.kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(ROOT / "notebooks"))
+        self.stacks: Path | None = None   # where the kernel writes its threads' stacks on SIGUSR1
 
     def run(self, code: str, timeout: float = 300) -> list[dict[str, Any]]:
         """Execute a cell; returns its output messages (stream, display_data, execute_result, error).
@@ -105,7 +108,12 @@ def kernel(pg_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": pg_url, "RAG_DATA_DIR": str(tmp_path / "data"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     k = Kernel(env)
-    assert not [o for o in k.run("from rag_core import open_workbench\nwb = open_workbench()") if o["type"] == "error"]
+    # SIGUSR1 makes the kernel write every thread's stack: what a test shows when the kernel goes silent
+    k.stacks = tmp_path / "kernel-stacks.txt"
+    setup = (f"import faulthandler, signal\n_stacks = open({str(k.stacks)!r}, 'w')\n"
+             "faulthandler.register(signal.SIGUSR1, file=_stacks, all_threads=True)\n"
+             "from rag_core import open_workbench\nwb = open_workbench()")
+    assert not [o for o in k.run(setup) if o["type"] == "error"]
     yield k
     k.close()
 
@@ -164,9 +172,24 @@ def test_the_stop_button_leaves_no_half_written_document(kernel, site, tmp_path,
                 break
         time.sleep(0.05)
     kernel.km.interrupt_kernel()
-    outcome = None
+    outcome, presses, silent_since = None, 1, time.time()
     while outcome is None:
-        msg = kernel.kc.get_iopub_msg(timeout=120)
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=5)
+        except queue.Empty:
+            assert kernel.km.is_alive(), "the kernel died when it was interrupted"
+            if time.time() - silent_since < 60:
+                continue
+            # A minute without a word: press stop again, as a user would, and keep what the kernel was doing
+            # for the failure message.
+            kernel.km.signal_kernel(signal.SIGUSR1)
+            time.sleep(1)
+            assert presses < 3, "the kernel ignored the stop button:\n" + kernel.stacks.read_text()[-6000:]
+            warnings.warn("the kernel needed a second stop press; its stacks:\n" + kernel.stacks.read_text()[-6000:])
+            kernel.km.interrupt_kernel()
+            presses, silent_since = presses + 1, time.time()
+            continue
+        silent_since = time.time()
         if msg["parent_header"].get("msg_id") == msg_id:
             if msg["msg_type"] == "error":
                 outcome = msg["content"]["ename"]
