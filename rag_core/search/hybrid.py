@@ -168,6 +168,7 @@ class CoreResult:
     plan: str
     terms: list[str] = field(default_factory=list)   # the query's rare lexemes (all when none is rare)
     query_texts: list[str] = field(default_factory=list)  # the query as given to each config
+    lexemes: list[str] = field(default_factory=list)  # every query lexeme that occurs in the scope (for highlights)
 
 
 @dataclass
@@ -380,10 +381,11 @@ meta AS (
                 WHERE d.doc_date IS NOT NULL GROUP BY 1) t) AS date_facet,
            (SELECT array_agg(lex ORDER BY lex) FROM qw
             WHERE qw.df <= %(prefilter_df)s * (SELECT n FROM cs)
-               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs))) AS terms
+               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs))) AS terms,
+           (SELECT array_agg(lex) FROM qw) AS lexemes
 ),
 page AS (SELECT * FROM docs WHERE doc_rank > %(offset)s ORDER BY doc_rank LIMIT %(limit)s)
-SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms,
+SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms, m.lexemes,
        p.doc_rank, p.doc_score, d.id, d.site_id, d.source, d.title, d.file_type, d.file_size,
        d.created_at, d.updated_at, d.doc_date,
        h.id, h.rank_in_doc, h.score, h.fr, h.dr, h.bm25,
@@ -538,7 +540,7 @@ def _documents_from_rows(rows: list[tuple], configs: list[str], plan: str) -> Co
     first = rows[0]
     docs: dict[int, DocumentHit] = {}
     for r in rows:
-        (_, _, _, _, _, doc_rank, doc_score, doc_id, site_id, source, title, file_type, file_size, created, updated,
+        (_, _, _, _, _, _, doc_rank, doc_score, doc_id, site_id, source, title, file_type, file_size, created, updated,
          doc_date, chunk_id, rank_in_doc, score, fr, dr, bm25, chunk_index, text, start, end, page, lang, cos, _) = r
         if doc_id is None:
             continue
@@ -556,7 +558,8 @@ def _documents_from_rows(rows: list[tuple], configs: list[str], plan: str) -> Co
             ))
     return CoreResult(total=int(first[0] or 0), documents=sorted(docs.values(), key=lambda d: d.rank),
                       document_types=dict(first[2] or {}), date_distribution=dict(sorted((first[3] or {}).items())),
-                      top_score=float(first[1] or 0.0), configs=configs, plan=plan, terms=list(first[4] or []))
+                      top_score=float(first[1] or 0.0), configs=configs, plan=plan, terms=list(first[4] or []),
+                      lexemes=list(first[5] or []))
 
 
 def _clip(value: float | None) -> float:
