@@ -99,15 +99,19 @@ def _stems(words: list[str], config: str) -> list[str]:
     return _stemmer(algorithm).stemWords(words)
 
 
-def term_spans(text: str, config: str, lexemes: Collection[str]) -> list[tuple[int, int, str]]:
-    """(start, end, lexeme) of every word of `text` whose stem under `config` is one of `lexemes`, in order."""
+def term_spans(text: str, config: str, lexemes: Collection[str],
+               prefixes: Collection[str] | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, lexeme) of every word of `text` whose stem under `config` is one of `lexemes`, in order.
+
+    prefixes: `_prefixes(lexemes)`, when the caller marks several texts for the same lexemes.
+    """
     if not lexemes or not text:
         return []
     low = _lower(text)
     if config == "russian":  # Snowball's Russian stems spell ё as е
         low = low.replace("ё", "е")
     starts: set[int] = set()
-    for prefix in _prefixes(lexemes):
+    for prefix in _prefixes(lexemes) if prefixes is None else prefixes:
         pos = low.find(prefix)
         while pos != -1:
             if pos == 0 or not low[pos - 1].isalnum():
@@ -122,52 +126,62 @@ def term_spans(text: str, config: str, lexemes: Collection[str]) -> list[tuple[i
     return [(s, e, stem) for (s, e), stem in zip(found, stems) if stem in lexemes]
 
 
-def _window(text: str, start: int, end: int, low: int, high: int) -> tuple[int, int]:
-    """The fragment around a match at [start, end): from a word start FRAGMENT_LEAD characters before it to
-    a word end about FRAGMENT_WINDOW characters on, kept inside [low, high)."""
-    left = max(low, start - FRAGMENT_LEAD)
-    if left > low:
-        left = text.rfind(" ", low, left) + 1 or low
-    right = min(high, left + FRAGMENT_WINDOW)
-    if right < high:
-        cut = text.rfind(" ", end, right)
-        right = cut if cut != -1 else max(right, end)
+def _best_window(matches: list[tuple[int, int, str]], starts: list[int], low: int, high: int) -> tuple[int, int] | None:
+    """The [left, right) of FRAGMENT_WINDOW characters inside [low, high), starting FRAGMENT_LEAD before a match,
+    that holds the most distinct lexemes (then the most matches; the earliest on a tie)."""
+    best, best_score = None, (0, 0)
+    for i in range(bisect.bisect_left(starts, low), len(matches)):
+        s, e, _ = matches[i]
+        if e > high:
+            break
+        left = max(low, s - FRAGMENT_LEAD)
+        right = min(high, left + FRAGMENT_WINDOW)
+        inside = matches[i:bisect.bisect_left(starts, right, i)]
+        score = (len({m[2] for m in inside if m[1] <= right}), len(inside))
+        if score > best_score:
+            best, best_score = (left, right), score
+    return best
+
+
+def _snap(text: str, left: int, right: int, high: int, first: tuple[int, int]) -> tuple[int, int]:
+    """Move a window's edges inwards to word boundaries: its start to the next word's start, its end back to
+    a space (never past its first match)."""
+    if left > 0 and text[left - 1] != " ":
+        left = text.find(" ", left, first[0]) + 1 or first[0]
+    first_end = first[1]
+    if right < high and text[right] != " ":
+        cut = text.rfind(" ", first_end, right)
+        right = cut if cut != -1 else right
     return left, right
 
 
-def word_highlights(text: str, config: str, lexemes: Collection[str],
-                    max_fragments: int = MAX_FRAGMENTS) -> list[Highlight]:
+def word_highlights(text: str, config: str, lexemes: Collection[str], max_fragments: int = MAX_FRAGMENTS,
+                    prefixes: Collection[str] | None = None) -> list[Highlight]:
     """Up to `max_fragments` fragments of `text` that hold the most distinct query lexemes, in text order;
     [] when no word matches."""
     text = " ".join(text.split())
-    matches = term_spans(text, config, lexemes)
+    matches = term_spans(text, config, lexemes, prefixes)
     if not matches:
         return []
+    if len(text) <= FRAGMENT_WINDOW:
+        return [Highlight(text, [(s, e) for s, e, _ in matches])]
     starts = [m[0] for m in matches]
     taken: list[tuple[int, int]] = []
+    gaps = [(0, len(text))]  # the stretches of text outside the fragments taken so far
     for _ in range(max_fragments):
-        best: tuple[tuple[int, int], tuple[int, int]] | None = None
-        for i, (s, e, _) in enumerate(matches):
-            low, high = 0, len(text)
-            inside_taken = False
-            for a, b in taken:
-                if a <= s < b:
-                    inside_taken = True
-                elif b <= s:
-                    low = max(low, b)
-                else:
-                    high = min(high, a)
-            if inside_taken or e > high:
-                continue
-            left, right = _window(text, s, e, low, high)
-            first, last = bisect.bisect_left(starts, left), bisect.bisect_left(starts, right)
-            inside = [m for m in matches[first:last] if m[1] <= right]
-            score = (len({m[2] for m in inside}), len(inside))
-            if best is None or score > best[0]:
-                best = (score, (left, right))
-        if best is None:
+        found = [(w, gap) for gap in gaps if (w := _best_window(matches, starts, *gap)) is not None]
+        if not found:
             break
-        taken.append(best[1])
+        # The best window of all gaps: most distinct lexemes, then most matches, then the earliest.
+        def score(item: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, int, int]:
+            (left, right), _ = item
+            inside = [m for m in matches if m[0] >= left and m[1] <= right]
+            return (-len({m[2] for m in inside}), -len(inside), left)
+        (left, right), (low, high) = min(found, key=score)
+        left, right = _snap(text, left, right, high, next(m[:2] for m in matches if m[0] >= left))
+        taken.append((left, right))
+        gaps.remove((low, high))
+        gaps += [g for g in ((low, left), (right, high)) if g[1] > g[0]]
     fragments = []
     for left, right in sorted(taken):
         piece = text[left:right]
@@ -238,11 +252,12 @@ def highlight_texts(query: str, lexemes: Collection[str], items: Sequence[tuple[
     found them in the store) marked in stemmed languages, query bigrams in Japanese; the start of the
     text when nothing matches."""
     wanted = frozenset(lexemes)
+    prefixes = _prefixes(wanted)
     results = []
     for lang, text in items:
         if lang == "ja":
             frags = cjk_highlights(text, query, max_fragments)
         else:
-            frags = word_highlights(text, FTS_CONFIG.get(lang or "other", "simple"), wanted, max_fragments)
+            frags = word_highlights(text, FTS_CONFIG.get(lang or "other", "simple"), wanted, max_fragments, prefixes)
         results.append(frags or _fallback(text))
     return results

@@ -329,7 +329,7 @@ ft_exact AS (
 
 _DENSE_CTES = """
 de AS MATERIALIZED (
-    SELECT c.id, c.document_id, c.embedding <=> %(emb)s::vector AS dist
+    SELECT c.id, c.document_id, c.embedding <=> %(emb)b::vector AS dist
     FROM chunks c
     WHERE {chunk_scope} AND c.embedding IS NOT NULL{chunk_filter}
     ORDER BY {order}
@@ -350,7 +350,7 @@ _FUSED = {
     "convex": """fused AS (
     SELECT x.id, x.document_id, x.fr, x.dr, x.bm25,
            %(alpha)s * coalesce(x.bm25 / nullif(x.mx, 0), 0)
-           + (1 - %(alpha)s) * coalesce(x.cos, 1 - (c.embedding <=> %(emb)s::vector), 0) AS score
+           + (1 - %(alpha)s) * coalesce(x.cos, 1 - (c.embedding <=> %(emb)b::vector), 0) AS score
     FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr, f.score AS bm25, 1 - d.dist AS cos,
                  (SELECT max(mx) FROM ftr) AS mx
           FROM ftr f FULL JOIN der d ON d.id = f.id) x
@@ -418,12 +418,12 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
         if dense_order == "index":
-            order, dense_filter = "c.embedding <=> %(emb)s::vector", frag["chunk_filter_row"]
+            order, dense_filter = "c.embedding <=> %(emb)b::vector", frag["chunk_filter_row"]
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
-            order, dense_filter = "(c.embedding <=> %(emb)s::vector) + 0", frag["chunk_filter"]
+            order, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunk_filter"]
         parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
-    cos = "1 - (c.embedding <=> %(emb)s::vector)" if mode != "fulltext" else "NULL::float8"
+    cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
     ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
     parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact))
     return "\n".join(parts)
