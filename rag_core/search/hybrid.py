@@ -168,6 +168,7 @@ class CoreResult:
     plan: str
     terms: list[str] = field(default_factory=list)   # the query's rare lexemes (all when none is rare)
     query_texts: list[str] = field(default_factory=list)  # the query as given to each config
+    lexemes: list[str] = field(default_factory=list)  # every query lexeme that occurs in the scope (for highlights)
 
 
 @dataclass
@@ -279,11 +280,11 @@ qa AS (SELECT (SELECT total_len / n FROM cs) AS avglen),
 _FULLTEXT_RANK_CTES = r"""
 sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
 pre AS MATERIALIZED (
-    SELECT s.site_id, q.lex, p.chunk_id, p.impact,
+    SELECT s.site_id, q.lex, p.chunk_id, p.document_id, p.impact,
            q.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
     FROM qw q CROSS JOIN sites s CROSS JOIN qa
     CROSS JOIN LATERAL (
-        SELECT p.chunk_id, p.tf, p.len, p.impact FROM postings p
+        SELECT p.chunk_id, p.document_id, p.tf, p.len, p.impact FROM postings p
         WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
         ORDER BY p.impact DESC LIMIT %(depth)s) p
 ),
@@ -295,20 +296,20 @@ cut AS (
 ),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
-    SELECT pr.site_id, pr.chunk_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
+    SELECT pr.site_id, pr.chunk_id, min(pr.document_id) AS document_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
            coalesce(sum(c.ub), 0) AS seen_ub
     FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
     GROUP BY 1, 2
 ),
 opt AS MATERIALIZED (
     SELECT x.*, row_number() OVER (ORDER BY x.optimistic DESC, x.chunk_id) AS nth
-    FROM (SELECT p.site_id, p.chunk_id, p.whole, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic
+    FROM (SELECT p.site_id, p.chunk_id, p.document_id, p.whole, p.seen + coalesce(s.ub, 0) - p.seen_ub AS optimistic
           FROM part p LEFT JOIN cut_sum s ON s.site_id = p.site_id
           ORDER BY optimistic DESC, p.chunk_id
           LIMIT %(rescore)s::bigint + 1) x
 ),
 ft AS MATERIALIZED (
-    SELECT o.chunk_id AS id, o.whole + coalesce((
+    SELECT o.chunk_id AS id, o.document_id, o.whole + coalesce((
                SELECT sum(c.idf * p.tf * (%(k1)s + 1)
                           / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / (SELECT avglen FROM qa))))
                FROM cut c JOIN postings p ON p.site_id = c.site_id AND p.lexeme = c.lex AND p.chunk_id = o.chunk_id
@@ -317,7 +318,7 @@ ft AS MATERIALIZED (
     ORDER BY score DESC, id
     LIMIT %(n)s
 ),
-ftr AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r, max(score) OVER () AS mx FROM ft),
+ftr AS (SELECT id, document_id, score, row_number() OVER (ORDER BY score DESC, id) AS r, max(score) OVER () AS mx FROM ft),
 ft_exact AS (
     -- True when the rescored top is provably the exact BM25 top: no chunk outside it can score more.
     SELECT coalesce((SELECT min(score) FROM ft), 0) >= greatest(
@@ -328,29 +329,29 @@ ft_exact AS (
 
 _DENSE_CTES = """
 de AS MATERIALIZED (
-    SELECT c.id, c.embedding <=> %(emb)s::vector AS dist
+    SELECT c.id, c.document_id, c.embedding <=> %(emb)b::vector AS dist
     FROM chunks c
     WHERE {chunk_scope} AND c.embedding IS NOT NULL{chunk_filter}
     ORDER BY {order}
     LIMIT %(n)s
 ),
-der AS (SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM de),
+der AS (SELECT id, document_id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM de),
 """
 
 _FUSED = {
-    "semantic": "fused AS (SELECT d.id, NULL::bigint AS fr, d.r AS dr, NULL::float8 AS bm25, 1 - d.dist AS score FROM der d),",
-    "fulltext": "fused AS (SELECT f.id, f.r AS fr, NULL::bigint AS dr, f.score AS bm25, f.score AS score FROM ftr f),",
+    "semantic": "fused AS (SELECT d.id, d.document_id, NULL::bigint AS fr, d.r AS dr, NULL::float8 AS bm25, 1 - d.dist AS score FROM der d),",
+    "fulltext": "fused AS (SELECT f.id, f.document_id, f.r AS fr, NULL::bigint AS dr, f.score AS bm25, f.score AS score FROM ftr f),",
     "rrf": """fused AS (
-    SELECT coalesce(f.id, d.id) AS id, f.r AS fr, d.r AS dr, f.score AS bm25,
-           coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) + coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS score
+    SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
+           f.score AS bm25, coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) + coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS score
     FROM ftr f FULL JOIN der d ON d.id = f.id
     WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s
 ),""",
     "convex": """fused AS (
-    SELECT x.id, x.fr, x.dr, x.bm25,
+    SELECT x.id, x.document_id, x.fr, x.dr, x.bm25,
            %(alpha)s * coalesce(x.bm25 / nullif(x.mx, 0), 0)
-           + (1 - %(alpha)s) * coalesce(x.cos, 1 - (c.embedding <=> %(emb)s::vector), 0) AS score
-    FROM (SELECT coalesce(f.id, d.id) AS id, f.r AS fr, d.r AS dr, f.score AS bm25, 1 - d.dist AS cos,
+           + (1 - %(alpha)s) * coalesce(x.cos, 1 - (c.embedding <=> %(emb)b::vector), 0) AS score
+    FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr, f.score AS bm25, 1 - d.dist AS cos,
                  (SELECT max(mx) FROM ftr) AS mx
           FROM ftr f FULL JOIN der d ON d.id = f.id) x
     JOIN chunks c ON c.id = x.id
@@ -360,30 +361,29 @@ _FUSED = {
 
 _DOCUMENT_OUTPUT = """
 hits AS (
-    SELECT f.*, c.document_id,
-           row_number() OVER (PARTITION BY c.document_id ORDER BY f.score DESC, f.id) AS rank_in_doc
-    FROM fused f JOIN chunks c ON c.id = f.id
+    SELECT f.*, row_number() OVER (PARTITION BY f.document_id ORDER BY f.score DESC, f.id) AS rank_in_doc
+    FROM fused f
 ),
 docs AS (
     SELECT document_id, score AS doc_score, row_number() OVER (ORDER BY score DESC, document_id) AS doc_rank
     FROM hits WHERE rank_in_doc = 1
 ),
+facet_rows AS (SELECT d.file_type, d.doc_date FROM docs JOIN documents d ON d.id = docs.document_id),
 meta AS (
     SELECT (SELECT count(*) FROM docs) AS total,
            (SELECT max(doc_score) FROM docs) AS top_score,
            (SELECT jsonb_object_agg(file_type, n) FROM (
-                SELECT d.file_type, count(*) AS n FROM docs JOIN documents d ON d.id = docs.document_id
-                GROUP BY d.file_type) t) AS type_facet,
+                SELECT file_type, count(*) AS n FROM facet_rows GROUP BY file_type) t) AS type_facet,
            (SELECT jsonb_object_agg(month, n) FROM (
-                SELECT to_char(d.doc_date AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
-                FROM docs JOIN documents d ON d.id = docs.document_id
-                WHERE d.doc_date IS NOT NULL GROUP BY 1) t) AS date_facet,
+                SELECT to_char(doc_date AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
+                FROM facet_rows WHERE doc_date IS NOT NULL GROUP BY 1) t) AS date_facet,
            (SELECT array_agg(lex ORDER BY lex) FROM qw
             WHERE qw.df <= %(prefilter_df)s * (SELECT n FROM cs)
-               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs))) AS terms
+               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs))) AS terms,
+           (SELECT array_agg(lex) FROM qw) AS lexemes
 ),
 page AS (SELECT * FROM docs WHERE doc_rank > %(offset)s ORDER BY doc_rank LIMIT %(limit)s)
-SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms,
+SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms, m.lexemes,
        p.doc_rank, p.doc_score, d.id, d.site_id, d.source, d.title, d.file_type, d.file_size,
        d.created_at, d.updated_at, d.doc_date,
        h.id, h.rank_in_doc, h.score, h.fr, h.dr, h.bm25,
@@ -418,12 +418,12 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
         if dense_order == "index":
-            order, dense_filter = "c.embedding <=> %(emb)s::vector", frag["chunk_filter_row"]
+            order, dense_filter = "c.embedding <=> %(emb)b::vector", frag["chunk_filter_row"]
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
-            order, dense_filter = "(c.embedding <=> %(emb)s::vector) + 0", frag["chunk_filter"]
+            order, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunk_filter"]
         parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
-    cos = "1 - (c.embedding <=> %(emb)s::vector)" if mode != "fulltext" else "NULL::float8"
+    cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
     ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
     parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact))
     return "\n".join(parts)
@@ -441,8 +441,10 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
     # Chunks behind the filters, counted only up to what decides the plan (every document has a chunk).
     filtered = (f", (SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d"
                 f" WHERE {frag['doc']} LIMIT {EXACT_SCAN_MAX + 1}) x)" if scope.has_filters else ", NULL")
+    # A generic plan: the statements are prepared (psycopg, from their fifth run on a connection), and with
+    # custom plans PostgreSQL planned the retrieval statement again on every search (about 1.5 ms of CPU).
     row = conn.execute(
-        "SELECT set_config('jit', 'off', true),"
+        "SELECT set_config('jit', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
@@ -538,7 +540,7 @@ def _documents_from_rows(rows: list[tuple], configs: list[str], plan: str) -> Co
     first = rows[0]
     docs: dict[int, DocumentHit] = {}
     for r in rows:
-        (_, _, _, _, _, doc_rank, doc_score, doc_id, site_id, source, title, file_type, file_size, created, updated,
+        (_, _, _, _, _, _, doc_rank, doc_score, doc_id, site_id, source, title, file_type, file_size, created, updated,
          doc_date, chunk_id, rank_in_doc, score, fr, dr, bm25, chunk_index, text, start, end, page, lang, cos, _) = r
         if doc_id is None:
             continue
@@ -556,7 +558,8 @@ def _documents_from_rows(rows: list[tuple], configs: list[str], plan: str) -> Co
             ))
     return CoreResult(total=int(first[0] or 0), documents=sorted(docs.values(), key=lambda d: d.rank),
                       document_types=dict(first[2] or {}), date_distribution=dict(sorted((first[3] or {}).items())),
-                      top_score=float(first[1] or 0.0), configs=configs, plan=plan, terms=list(first[4] or []))
+                      top_score=float(first[1] or 0.0), configs=configs, plan=plan, terms=list(first[4] or []),
+                      lexemes=list(first[5] or []))
 
 
 def _clip(value: float | None) -> float:

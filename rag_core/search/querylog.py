@@ -157,15 +157,20 @@ def flush_query_log(db: Database, timeout: float = 30.0) -> bool:
 
 
 def log_search(db: Database, *, query: str, mode: str, params: dict[str, Any], result_count: int,
-               duration_ms: float, site_id: str | None, user_id: str | None, error_code: str | None = None) -> None:
-    """Queue one query_log row for the background writer; logging never fails or slows the search."""
+               duration_ms: float, site_id: str | None, user_id: str | None,
+               error_code: str | None = None) -> dt.datetime:
+    """Queue one query_log row for the background writer; logging never fails or slows the search.
+
+    Returns the row's created_at."""
+    when = dt.datetime.now(dt.timezone.utc)
     try:
-        row = (dt.datetime.now(dt.timezone.utc), str(query).replace("\x00", " ")[:2000], str(mode)[:40],
+        row = (when, str(query).replace("\x00", " ")[:2000], str(mode)[:40],
                json.dumps(params, default=str), int(result_count), float(duration_ms), site_id, user_id, error_code)
     except Exception as exc:  # an odd value must not fail the search either
         log.warning("Could not log a search: %s", exc)
-        return
+        return when
     query_log_writer(db).submit(row)
+    return when
 
 
 def _since(value: Any) -> dt.datetime | None:

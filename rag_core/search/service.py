@@ -23,11 +23,11 @@ from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.calibration import cosine_scale
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
-from rag_core.search.highlight import Highlight, start_highlights
+from rag_core.search.highlight import Highlight, highlight_texts
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
 from rag_core.search.querylog import log_search, search_metrics
 from rag_core.search.retrieval import embed_query
-from rag_core.search.suggestions import start_suggestions
+from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 from rag_core.units import human_size
@@ -81,6 +81,8 @@ class SearchEngine:
             fusion = replace(fusion, cosine_floor=cosine_floor(settings.embedder, settings.search_cosine_floor))
         self.fusion = fusion
         self.cache = build_search_cache(settings)
+        self.recent_queries = RecentQueries(db)
+        self.hit_words = HitWords(db)
         self._reranker: Any = _UNSET
 
     @property
@@ -93,6 +95,7 @@ class SearchEngine:
     def invalidate(self) -> None:
         """Forget cached searches (called after every ingest and delete)."""
         self.cache.clear()
+        self.hit_words.clear_shares()
 
     # ----- the search -----
     def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,
@@ -117,10 +120,11 @@ class SearchEngine:
             response, terms = _decode(cached)
             elapsed = time.perf_counter() - started
             response["search_time"] = f"{elapsed:.3f}s"
-            log_search(self.db, query=req.query, mode=req.mode,
-                       params={**req.log_params(), **origin, "terms": terms, "cache": "hit"},
-                       result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
-                       user_id=user_id)
+            when = log_search(self.db, query=req.query, mode=req.mode,
+                              params={**req.log_params(), **origin, "terms": terms, "cache": "hit"},
+                              result_count=response["total_results"], duration_ms=elapsed * 1000,
+                              site_id=req.site_id, user_id=user_id)
+            self._note(req, terms, response["total_results"], when)
             return response
         try:
             response, terms, plan, stages = self._run(req)
@@ -138,12 +142,18 @@ class SearchEngine:
         response["search_time"] = f"{elapsed:.3f}s"
         if use_cache:
             self.cache.put(key, _encode(response, terms))
-        log_search(self.db, query=req.query, mode=req.mode,
-                   params={**req.log_params(), **origin, "terms": terms, "cache": "miss" if use_cache else "off",
-                           "plan": plan, "stages_ms": stages},
-                   result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
-                   user_id=user_id)
+        when = log_search(self.db, query=req.query, mode=req.mode,
+                          params={**req.log_params(), **origin, "terms": terms,
+                                  "cache": "miss" if use_cache else "off", "plan": plan, "stages_ms": stages},
+                          result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
+                          user_id=user_id)
+        self._note(req, terms, response["total_results"], when)
         return response
+
+    def _note(self, req: SearchRequest, terms: list[str], found: int, when: dt.datetime) -> None:
+        """A successful search joins the suggestions' window of recent queries at once."""
+        if found > 0:
+            self.recent_queries.note(req.site_id, req.query, terms, when)
 
     def _log_failure(self, query: Any, mode: Any, params: dict[str, Any], site_id: str | None, user_id: str | None,
                      exc: RagError, started: float) -> None:
@@ -168,17 +178,13 @@ class SearchEngine:
             core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
-        # Highlights and the query log's suggestions share one pipelined round trip; the top hits' words
-        # (a second one) are looked up only when the log gave fewer than three.
-        with self.db.connection() as conn, conn.pipeline():
-            finish_marks = self._start_highlights(conn, req, core, documents)
-            finish_suggestions = start_suggestions(
-                conn, req.query, req.site_id, core.terms,
-                [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
-            marks = finish_marks()
-            clock.mark("highlights")
-            suggestions = finish_suggestions()
-            clock.mark("suggestions")
+        # Highlights are marked in Python from the lexemes the statement returned; suggestions come from the
+        # recent queries held in memory and, for the top hits' words, a lookup that remembers its answers.
+        marks = self._highlights(req, core, documents)
+        clock.mark("highlights")
+        suggestions = suggest(self.recent_queries, self.hit_words, req.query, req.site_id, core.terms, core.lexemes,
+                              [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+        clock.mark("suggestions")
         results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
         response = {
             "success": True,
@@ -205,29 +211,18 @@ class SearchEngine:
         ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
         return [d for d, _ in ordered]
 
-    def _start_highlights(self, conn: Any, req: SearchRequest, core: CoreResult,
-                          documents: list[DocumentHit]) -> Callable[[], dict[int, list[Highlight]]]:
-        """Send the highlight statement; the returned function gives each document's fragments (matched first, three)."""
-        items: list[tuple[int, str | None, str]] = []
-        for doc in documents:
-            for chunk in doc.chunks[:2]:
-                items.append((doc.document_id, chunk.language, chunk.text))
-        if not items:
-            return dict
-        pending = start_highlights(conn, req.query, core.configs, core.query_texts,
-                                   [(lang, text) for _, lang, text in items])
-
-        def finish() -> dict[int, list[Highlight]]:
-            found: dict[int, list[Highlight]] = {}
-            for (doc_id, _, _), frags in zip(items, pending()):
-                found.setdefault(doc_id, []).extend(frags)
-            out: dict[int, list[Highlight]] = {}
-            for doc_id, frags in found.items():
-                matched = [f for f in frags if f.spans]
-                out[doc_id] = (matched or frags)[:3]
-            return out
-
-        return finish
+    def _highlights(self, req: SearchRequest, core: CoreResult, documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
+        """Each document's fragments from its two best chunks: matched ones first, three at most."""
+        items = [(doc.document_id, chunk.language, chunk.text) for doc in documents for chunk in doc.chunks[:2]]
+        found: dict[int, list[Highlight]] = {}
+        for (doc_id, _, _), frags in zip(items, highlight_texts(req.query, core.lexemes,
+                                                                [(lang, text) for _, lang, text in items])):
+            found.setdefault(doc_id, []).extend(frags)
+        out: dict[int, list[Highlight]] = {}
+        for doc_id, frags in found.items():
+            matched = [f for f in frags if f.spans]
+            out[doc_id] = (matched or frags)[:3]
+        return out
 
     def _relevance(self, req: SearchRequest, core: CoreResult, chunk: ChunkHit) -> float:
         if req.mode == "semantic":  # the cosine as the embedder's scale reads it (e5's sit in a high band)

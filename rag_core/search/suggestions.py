@@ -1,16 +1,31 @@
 """Suggestions from real data only: earlier queries of the same site that share a term with this
-one (query_log), then informative words that recur across the top hits. Nothing is invented."""
+one (query_log), then informative words that recur across the top hits. Nothing is invented.
+
+Neither costs a statement per search. The recent successful searches of a site are read from
+query_log at most once per REFRESH_SEC and kept in memory with an index by term; this process's
+own searches join them at once (`RecentQueries.note`), so another worker's searches show up within
+REFRESH_SEC. The words of the top hits are stemmed and weighed (share of the site's chunks that
+hold them) by PostgreSQL once per word: the answers are kept (`HitWords`), the shares until the
+store changes or SHARE_TTL_SEC passes.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from collections import Counter, defaultdict
-from typing import Any, Callable, Sequence
+import threading
+import time
+from collections import Counter, OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Collection, Sequence
 
 from rag_core.textproc import FTS_CONFIG
 
 MAX_SUGGESTIONS = 3
 LOG_WINDOW = 1000  # recent searches of a site that suggestions are drawn from
+REFRESH_SEC = 10.0  # how often a site's window is read again from query_log (other workers' searches)
+SHARE_TTL_SEC = 60.0  # how long a word's share of the site's chunks is trusted (another process may ingest)
+MAX_WORDS = 100_000  # words remembered with their lexeme and share
 _WORD = re.compile(r"[^\W\d_][\w'-]{2,}", re.UNICODE)
 _CJK_TERM = re.compile(r"[\u30A0-\u30FF\u30FC]{3,}|[\u3400-\u4DBF\u4E00-\u9FFF]{2,}")
 
@@ -19,48 +34,176 @@ def _site_clause(site_id: str | None) -> str:
     return "site_id = %(site)s" if site_id is not None else "site_id IS NULL"
 
 
-def _nothing() -> list[str]:
-    return []
+def _site_clause_stats(site_id: str | None, alias: str = "") -> str:
+    col = f"{alias}.site_id" if alias else "site_id"
+    return f"{col} = %(site)s" if site_id is not None else f"{col} NOT LIKE 'eval:%%'"
 
 
-def from_query_log(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
-                   limit: int) -> Callable[[], list[str]]:
-    """Earlier successful queries of the same site sharing at least one of this query's rare terms.
+@dataclass
+class _Window:
+    """One site's recent successful searches: (query, terms, when), newest first, and who has each term."""
 
-    Sends the statement now; the returned function collects the queries (several statements
-    started in `conn.pipeline()` share one round trip).
-    """
-    if not terms or limit <= 0:
-        return _nothing
-    # The site's recent successful searches only: bounded work however long the log grows.
-    cursor = conn.execute(
-        f"""
-        WITH recent AS (
-            SELECT query, params, created_at FROM query_log
-            WHERE {_site_clause(site_id)} AND error_code IS NULL AND result_count > 0
-            ORDER BY created_at DESC LIMIT %(window)s
-        )
-        SELECT min(query) AS q, count(*) AS n, max(created_at) AS last
-        FROM recent
-        WHERE params -> 'terms' ?| %(terms)s AND lower(query) <> lower(%(query)s)
-        GROUP BY lower(query)
-        ORDER BY n DESC, last DESC
-        LIMIT %(limit)s
-        """,
-        {"site": site_id, "terms": list(terms), "query": query, "limit": limit, "window": LOG_WINDOW},
-    )
-    return lambda: [r[0] for r in cursor.fetchall()]
+    rows: list[tuple[str, frozenset[str], dt.datetime]] = field(default_factory=list)
+    by_term: dict[str, list[int]] = field(default_factory=dict)
+    loaded_at: float = float("-inf")
+    local: list[tuple[str, frozenset[str], dt.datetime]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    refreshing: threading.Lock = field(default_factory=threading.Lock)
 
 
-def from_top_hits(conn: Any, query: str, hits: Sequence[tuple[str | None, str]], site_id: str | None,
-                  limit: int) -> Callable[[], list[str]]:
+class RecentQueries:
+    """The last LOG_WINDOW successful searches of each site, from query_log and from this process."""
+
+    def __init__(self, db: Any, refresh_sec: float = REFRESH_SEC, window: int = LOG_WINDOW) -> None:
+        self.db = db
+        self.refresh_sec = refresh_sec
+        self.window = window
+        self._sites: dict[str | None, _Window] = {}
+        self._lock = threading.Lock()
+
+    def _site(self, site_id: str | None) -> _Window:
+        with self._lock:
+            found = self._sites.get(site_id)
+            if found is None:
+                found = self._sites[site_id] = _Window()
+            return found
+
+    def note(self, site_id: str | None, query: str, terms: Sequence[str], when: dt.datetime) -> None:
+        """A successful search of this process (its query_log row is on its way)."""
+        site = self._site(site_id)
+        with site.lock:
+            site.local.append((query, frozenset(terms), when))
+            del site.local[:-self.window]
+
+    def _refresh(self, site_id: str | None, site: _Window) -> None:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                f"""SELECT query, params -> 'terms', created_at FROM query_log
+                    WHERE {_site_clause(site_id)} AND error_code IS NULL AND result_count > 0
+                    ORDER BY created_at DESC LIMIT %(window)s""",
+                {"site": site_id, "window": self.window},
+            ).fetchall()
+        loaded = [(q, frozenset(t for t in terms if isinstance(t, str)) if isinstance(terms, list) else frozenset(), when)
+                  for q, terms, when in rows]
+        by_term: dict[str, list[int]] = defaultdict(list)
+        for i, (_, terms, _) in enumerate(loaded):
+            for term in terms:
+                by_term[term].append(i)
+        newest = loaded[0][2] if loaded else None
+        with site.lock:
+            site.rows, site.by_term = loaded, dict(by_term)
+            # Searches noted after the newest row read may still be on their way to the table.
+            site.local = [r for r in site.local if newest is None or r[2] > newest]
+
+    def matching(self, site_id: str | None, query: str, terms: Collection[str], limit: int) -> list[str]:
+        """Earlier queries of the site sharing at least one of `terms`, most frequent first, then most recent."""
+        if not terms or limit <= 0:
+            return []
+        site = self._site(site_id)
+        if time.monotonic() - site.loaded_at > self.refresh_sec:
+            # One thread reads the table again; the others go on with what is there (they wait only for the first read).
+            if site.refreshing.acquire(blocking=site.loaded_at == float("-inf")):
+                try:
+                    if time.monotonic() - site.loaded_at > self.refresh_sec:
+                        self._refresh(site_id, site)
+                        site.loaded_at = time.monotonic()
+                finally:
+                    site.refreshing.release()
+        wanted = frozenset(terms)
+        own = query.lower()
+        with site.lock:
+            local = list(site.local)
+            rows, by_term = site.rows, site.by_term
+        keep = max(self.window - len(local), 0)  # the window: the newest rows of both
+        hits = {i for t in wanted for i in by_term.get(t, ()) if i < keep}
+        matched = [rows[i] for i in hits] + [r for r in local[-self.window:] if r[1] & wanted]
+        groups: dict[str, list[Any]] = {}
+        for text, _, when in matched:
+            key = text.lower()
+            if key == own:
+                continue
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [text, 1, when]
+            else:
+                group[0] = min(group[0], text)
+                group[1] += 1
+                group[2] = max(group[2], when)
+        ranked = sorted(groups.values(), key=lambda g: (-g[1], -g[2].timestamp()))
+        return [g[0] for g in ranked[:limit]]
+
+
+class HitWords:
+    """Each word's lexeme under a text-search config (fixed) and its share of a site's chunks (until the
+    store changes), asked of PostgreSQL once per word instead of once per search."""
+
+    def __init__(self, db: Any, max_words: int = MAX_WORDS, ttl_sec: float = SHARE_TTL_SEC) -> None:
+        self.db = db
+        self.max_words = max_words
+        self.ttl_sec = ttl_sec
+        self._lexemes: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._shares: OrderedDict[tuple[str | None, str], tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear_shares(self) -> None:
+        """Forget the shares (the store changed)."""
+        with self._lock:
+            self._shares.clear()
+
+    def lookup(self, site_id: str | None, words: Sequence[tuple[str, str]]) -> list[tuple[str | None, float]]:
+        """(lexeme or None for a stop word, share of the site's chunks) of each (config, word)."""
+        now = time.monotonic()
+        found: dict[tuple[str, str], tuple[str | None, float]] = {}
+        missing = []
+        with self._lock:
+            for key in words:
+                lex = self._lexemes.get(key, "")
+                if lex is None:
+                    found[key] = (None, 0.0)
+                    continue
+                share = self._shares.get((site_id, lex)) if lex else None
+                if share is not None and now - share[1] < self.ttl_sec:
+                    found[key] = (lex, share[0])
+                else:
+                    missing.append(key)
+        if missing:
+            with self.db.connection() as conn:
+                rows = conn.execute(
+                    f"""
+                    WITH w AS (
+                        SELECT x.ord, (tsvector_to_array(to_tsvector(x.cfg::regconfig, x.word)))[1] AS lex
+                        FROM unnest(%(cfgs)s::text[], %(words)s::text[]) WITH ORDINALITY AS x(cfg, word, ord)
+                    ),
+                    n AS (SELECT greatest(coalesce(sum(n_chunks), 0), 1)::float8 AS n FROM corpus_stats
+                          WHERE {_site_clause_stats(site_id)})
+                    SELECT w.ord, w.lex, coalesce((SELECT sum(df) FROM term_stats t WHERE t.lexeme = w.lex AND
+                                                    {_site_clause_stats(site_id, 't')}), 0)::float8 / n.n
+                    FROM w CROSS JOIN n
+                    """,
+                    {"cfgs": [k[0] for k in missing], "words": [k[1] for k in missing], "site": site_id},
+                ).fetchall()
+            with self._lock:
+                for ordinal, lex, share in rows:
+                    key = missing[ordinal - 1]
+                    found[key] = (lex, float(share) if lex else 0.0)
+                    self._lexemes[key] = lex
+                    if lex:
+                        self._shares[(site_id, lex)] = (float(share), now)
+                while len(self._lexemes) > self.max_words:
+                    self._lexemes.popitem(last=False)
+                while len(self._shares) > self.max_words:
+                    self._shares.popitem(last=False)
+        return [found[key] for key in words]
+
+
+def from_top_hits(words_cache: HitWords, query: str, query_lexemes: Collection[str],
+                  hits: Sequence[tuple[str | None, str]], site_id: str | None, limit: int) -> list[str]:
     """Words that recur in at least two of the top hits, are not in the query and are informative.
 
-    hits: (language, text) of each top document's best chunk. Sends the statement now, like
-    from_query_log; the returned function collects the suggestions.
+    hits: (language, text) of each top document's best chunk; query_lexemes: the query's lexemes.
     """
     if limit <= 0 or len(hits) < 2:
-        return _nothing
+        return []
     per_word_docs: dict[tuple[str, str], set[int]] = defaultdict(set)
     counts: Counter = Counter()
     surface: dict[tuple[str, str], Counter] = defaultdict(Counter)
@@ -74,39 +217,15 @@ def from_top_hits(conn: Any, query: str, hits: Sequence[tuple[str | None, str]],
             surface[key][word] += 1
     candidates = [k for k, docs in per_word_docs.items() if len(docs) >= 2]
     if not candidates:
-        return _nothing
+        return []
     candidates = sorted(candidates, key=lambda k: (-len(per_word_docs[k]), -counts[k], k))[:200]
-    cursor = conn.execute(
-        f"""
-        WITH w AS (
-            SELECT x.ord, x.cfg, x.word, (tsvector_to_array(to_tsvector(x.cfg::regconfig, x.word)))[1] AS lex
-            FROM unnest(%(cfgs)s::text[], %(words)s::text[]) WITH ORDINALITY AS x(cfg, word, ord)
-        ),
-        q AS (
-            SELECT DISTINCT l.lex FROM unnest(%(qcfgs)s::text[]) AS c(cfg)
-            CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(c.cfg::regconfig, %(query)s))) AS l(lex)
-        ),
-        n AS (SELECT greatest(coalesce(sum(n_chunks), 0), 1)::float8 AS n FROM corpus_stats WHERE {_site_clause_stats(site_id)})
-        SELECT w.ord, w.lex, coalesce((SELECT sum(df) FROM term_stats t WHERE t.lexeme = w.lex AND
-                                        {_site_clause_stats(site_id, 't')}), 0)::float8 / n.n AS share
-        FROM w CROSS JOIN n
-        WHERE w.lex IS NOT NULL AND w.lex NOT IN (SELECT lex FROM q)
-        """,
-        {"cfgs": [k[0] for k in candidates], "words": [k[1] for k in candidates],
-         "qcfgs": sorted({k[0] for k in candidates}), "query": query, "site": site_id},
-    )
-    return lambda: _informative(cursor.fetchall(), candidates, per_word_docs, counts, surface, query, limit)
-
-
-def _informative(rows: list[tuple], candidates: list[tuple[str, str]], per_word_docs: dict, counts: Counter,
-                 surface: dict, query: str, limit: int) -> list[str]:
     chosen: list[str] = []
-    seen_lex: set[str] = set()
+    seen_lex: set[str] = set(query_lexemes)
+    lowered = query.lower()
     # Informative: present in the top hits yet not in most of the site (share of chunks below half).
     scored = []
-    for ordinal, lex, share in rows:
-        key = candidates[ordinal - 1]
-        if lex in seen_lex or share >= 0.5 or key[1] in query.lower():
+    for key, (lex, share) in zip(candidates, words_cache.lookup(site_id, candidates)):
+        if lex is None or lex in seen_lex or share >= 0.5 or key[1] in lowered:
             continue
         seen_lex.add(lex)
         scored.append((-len(per_word_docs[key]), share, -counts[key], surface[key].most_common(1)[0][0]))
@@ -116,31 +235,14 @@ def _informative(rows: list[tuple], candidates: list[tuple[str, str]], per_word_
     return chosen
 
 
-def _site_clause_stats(site_id: str | None, alias: str = "") -> str:
-    col = f"{alias}.site_id" if alias else "site_id"
-    return f"{col} = %(site)s" if site_id is not None else f"{col} NOT LIKE 'eval:%%'"
-
-
-def start_suggestions(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
-                      hits: Sequence[tuple[str | None, str]]) -> Callable[[], list[str]]:
-    """Send the query-log statement now (it shares a pipeline's round trip); the returned function gives up
-    to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits."""
-    logged = from_query_log(conn, query, site_id, terms, MAX_SUGGESTIONS)
-
-    def finish() -> list[str]:
-        found = logged()
-        if len(found) < MAX_SUGGESTIONS:
-            for s in from_top_hits(conn, query, hits, site_id, MAX_SUGGESTIONS)():
-                if len(found) >= MAX_SUGGESTIONS:
-                    break
-                if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
-                    found.append(s)
-        return found[:MAX_SUGGESTIONS]
-
-    return finish
-
-
-def suggest(conn: Any, query: str, site_id: str | None, terms: Sequence[str],
-            hits: Sequence[tuple[str | None, str]]) -> list[str]:
-    """Up to three suggestions: the query log first, then recurring words of the top hits."""
-    return start_suggestions(conn, query, site_id, terms, hits)()
+def suggest(recent: RecentQueries, words_cache: HitWords, query: str, site_id: str | None, terms: Sequence[str],
+            query_lexemes: Collection[str], hits: Sequence[tuple[str | None, str]]) -> list[str]:
+    """Up to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits."""
+    found = recent.matching(site_id, query, terms, MAX_SUGGESTIONS)
+    if len(found) < MAX_SUGGESTIONS:
+        for s in from_top_hits(words_cache, query, query_lexemes, hits, site_id, MAX_SUGGESTIONS):
+            if len(found) >= MAX_SUGGESTIONS:
+                break
+            if s.lower() not in {f.lower() for f in found} and s.lower() != query.lower():
+                found.append(s)
+    return found[:MAX_SUGGESTIONS]

@@ -91,6 +91,38 @@ def test_suggestions_come_from_the_log_and_the_hits_only(wb, site) -> None:
     assert len(later) <= 3
 
 
+def test_recent_queries_come_from_the_table_and_from_this_process(wb, site) -> None:
+    """Suggestions read the log once per refresh interval; this process's own searches count at once."""
+    from rag_core.search.querylog import log_search
+    from rag_core.search.suggestions import RecentQueries
+
+    def logged(query: str, terms: list[str], found: int, code: str | None = None) -> None:
+        log_search(wb.db, query=query, mode="hybrid", params={"terms": terms}, result_count=found, duration_ms=1.0,
+                   site_id=site, user_id=None, error_code=code)
+
+    fresh = RecentQueries(wb.db, refresh_sec=0)
+    assert fresh.matching(site, "valves", ["valv"], 3) == []
+    logged("valves in pumps", ["valv", "pump"], 2)
+    logged("Valves in pumps", ["valv", "pump"], 1)
+    logged("valve seats", ["valv", "seat"], 1)
+    logged("valve failures", ["valv", "failur"], 0)            # found nothing: never suggested
+    logged("valve leaks", ["valv", "leak"], 0, "INVALID_QUERY")  # failed: never suggested
+    logged("pump curves", ["pump", "curv"], 3)                  # shares no term with "valves"
+    wb.flush_search_log()
+    assert fresh.matching(site, "valves", ["valv"], 3) == ["Valves in pumps", "valve seats"]  # most often first
+    assert fresh.matching(site, "valve seats", ["valv", "seat"], 1) == ["Valves in pumps"]  # never itself
+    slow = RecentQueries(wb.db, refresh_sec=3600)
+    assert slow.matching(site, "curves", ["curv"], 3) == ["pump curves"]
+    logged("curved pipes", ["curv", "pipe"], 1)  # another worker's search: seen at the next refresh
+    wb.flush_search_log()
+    assert slow.matching(site, "curves", ["curv"], 3) == ["pump curves"]
+    assert fresh.matching(site, "curves", ["curv"], 3) == ["curved pipes", "pump curves"]
+    import datetime as dt
+
+    slow.note(site, "curve radius", ["curv", "radius"], dt.datetime.now(dt.timezone.utc))  # this process's: at once
+    assert slow.matching(site, "curves", ["curv"], 3) == ["curve radius", "pump curves"]
+
+
 def test_tenant_isolation_and_eval_sites_stay_out_of_every_site_searches(wb, site) -> None:
     secret = "quokkavault"
     wb.ingest_texts([{"source": "mine.md", "text": f"The {secret} manual of tenant A.", "title": "Mine"}], site_id=site)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rag_core.search.hybrid import DEFAULT_FUSION
@@ -124,14 +126,23 @@ def test_max_chunks_and_no_context(wb, site) -> None:
     assert bare["results"][0]["context_chunks"] == [] and bare["results"][0]["highlights"]
 
 
-def test_highlights_keep_text_in_angle_brackets(wb) -> None:
-    """PostgreSQL's parser takes `<message>` for a tag; the fragment must still show it."""
+def test_highlights_mark_the_words_postgresql_stems_to_the_query_lexemes(wb) -> None:
+    """Python's stemmers mark what PostgreSQL's own english and russian configs would (ts_headline, every match)."""
     from rag_core.search.highlight import highlight_texts
 
-    text = "Use /rag:chat <message> [k] to ask; reset forgets the chat memory of <session> & more."
+    cases = [
+        ("english", "en", "studies of running pumps and generalized alarms",
+         "A study ran: the pumps ran, running pump studies generalize; alarming alarms, generally studied runners."),
+        ("russian", "ru", "пожарная сигнализация зданий и Fire alarms",
+         "Здания с пожарной сигнализацией; здание без сигнализации. Пожарные требования, fires и alarm зданиям."),
+    ]
     with wb.db.connection() as conn:
-        [[fragment]] = highlight_texts(conn, "reset the chat memory", ["english"], ["reset the chat memory"],
-                                       [("en", text)])
-    assert fragment.text == text.rstrip(".")  # ts_headline ends the fragment at the last word
-    assert "<message>" in fragment.text and "<session>" in fragment.text
-    assert [fragment.text[s:e] for s, e in fragment.spans] == ["chat", "reset", "chat", "memory"]
+        for config, lang, query, text in cases:
+            lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", (config, query)).fetchone()[0]
+            marked = conn.execute(
+                "SELECT ts_headline(%s::regconfig, %s, to_tsquery(%s::regconfig, %s),"
+                " 'HighlightAll=true, StartSel=[, StopSel=]')",
+                (config, text, config, " | ".join(lexemes))).fetchone()[0]
+            expected = [w.lower() for w in re.findall(r"\[([^\]]+)\]", marked)]
+            [[fragment]] = highlight_texts(query, lexemes, [(lang, text)], max_fragments=1)
+            assert [fragment.text[s:e].lower() for s, e in fragment.spans] == expected, config

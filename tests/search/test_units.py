@@ -1,17 +1,43 @@
-"""Pure helpers: highlight parsing, Japanese highlights, sizes, renderers, query configs (no database)."""
+"""Pure helpers: word and Japanese highlights, sizes, renderers, query configs (no database)."""
 
 from __future__ import annotations
 
-from rag_core.search.highlight import Highlight, _parse_headline, cjk_highlights
+from rag_core.search.highlight import FRAGMENT_WINDOW, Highlight, cjk_highlights, highlight_texts
 from rag_core.search.hybrid import _like_prefix, query_configs
 from rag_core.search.render import render_markdown, render_text
 from rag_core.search.service import human_size, iso_utc
 
 
-def test_headline_markers_become_spans() -> None:
-    [first, second] = _parse_headline("\ue000Fire\ue001 alarm  \n systems\ue002doors \ue000fire\ue001d")
-    assert first.text == "Fire alarm systems" and first.spans == [(0, 4)]
-    assert second.marked() == "doors **fire**d"
+def terms(fragment: Highlight) -> list[str]:
+    return [fragment.text[s:e] for s, e in fragment.spans]
+
+
+def test_word_highlights_match_stemmed_word_forms() -> None:
+    [[english]] = highlight_texts("alarm studies", ["alarm", "studi"],
+                                  [("en", "Fire  alarms were\nstudied; the STUDIES show alarm fatigue (alarmed staff).")])
+    assert english.text == "Fire alarms were studied; the STUDIES show alarm fatigue (alarmed staff)."
+    assert terms(english) == ["alarms", "studied", "STUDIES", "alarm", "alarmed"]
+    assert english.marked().startswith("Fire **alarms** were **studied**")
+    # Russian: word forms and ё through the Russian stemmer, ASCII words through the English one.
+    [[russian]] = highlight_texts("пожарная сигнализация fire", ["пожарн", "сигнализац", "fire", "елк"],
+                                  [("ru", "Требования к пожарной сигнализации: ПОЖАРНЫЕ извещатели, Fires и ёлки.")])
+    assert terms(russian) == ["пожарной", "сигнализации", "ПОЖАРНЫЕ", "Fires", "ёлки"]
+    # 'simple' compares whole lower-cased words; text in angle brackets stays in the fragment.
+    [[plain]] = highlight_texts("chat", ["chat"], [(None, "Use /rag:chat <message> to chat; chats differ.")])
+    assert plain.text == "Use /rag:chat <message> to chat; chats differ." and terms(plain) == ["chat", "chat"]
+
+
+def test_word_highlights_pick_the_fragments_with_most_query_terms() -> None:
+    filler = " ".join(f"word{i}" for i in range(60))
+    text = f"Pump one. {filler} The fire pump pressure test is yearly. {filler} A pump again. {filler} Fire doors."
+    [fragments] = highlight_texts("fire pump pressure", ["fire", "pump", "pressur"], [("en", text)])
+    assert len(fragments) == 2 and all(len(f.text) <= FRAGMENT_WINDOW for f in fragments)
+    assert terms(fragments[0]) == ["Pump"]  # in text order: the opening, then the densest
+    assert ["fire", "pump", "pressure"] == [t.lower() for t in terms(fragments[1])]
+    assert text.index(fragments[0].text) < text.index(fragments[1].text)
+    # No match: the start of the text, unmarked.
+    [[start]] = highlight_texts("budget", ["budget"], [("en", text)])
+    assert start.spans == [] and text.startswith(start.text)
 
 
 def test_japanese_highlight_marks_query_bigrams_not_particles() -> None:
