@@ -24,18 +24,15 @@ CONVERSATION_HEADER = "--- Recent conversation ---"
 # A source whose similarity is below this share of the best source's is left out of an answer.
 SOURCE_RATIO = 0.5
 _HIRAGANA = re.compile("[\u3040-\u309F]+")
-_CJK = re.compile("[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F]")
 
 
 def content_terms(query: str) -> str:
-    """The query as its coverage is judged: a Japanese one as its character bigrams without the kana-only ones.
+    """The query as its coverage is judged: a Japanese one as its character bigrams without the hiragana-only ones.
 
     English and Russian lose their stop words to the text-search configs; a Japanese question's
     bigrams of hiragana alone are its particles and endings ("のは", "です", "すか"), which no
     passage that answers it repeats, so they are left out the same way.
     """
-    if not _CJK.search(query):
-        return query
     kept = [b for b in cjk_bigrams(query).split() if not _HIRAGANA.fullmatch(b)]
     return " ".join(kept) or query
 
