@@ -3,8 +3,9 @@
 Ingests the multi-turn set of the chat tests (English, Russian and Japanese documents written for it)
 into the site `eval:multiturn`, asks each conversation in its own session through `wb.chat`, and
 prints the share of turns whose expected source is in the top three, per language and overall, with
-the turns that missed. Follow-ups must find their topic through the conversation, and a new topic must
-not be answered from the previous one. For reference it runs the set twice more with the follow-up rule
+the turns that missed, and how many later turns' answers cite the expected source first. Follow-ups
+must find their topic through the conversation, and a new topic must not be answered from the
+previous one. For reference it runs the set twice more with the follow-up rule
 forced: every message searched alone, and every message folded with the previous question (the
 behaviour before the rule); `--margins` sweeps the rule's margin.
 
@@ -72,14 +73,19 @@ def main() -> None:
 
     records = results["rule"]["records"]
     console.print(f"{len(CONVERSATIONS)} conversations, {len(records)} turns, embedder {embedder}; right source "
-                  f"in the top 3 of an answer's sources per language, and first (all turns; topic switches):")
-    table = Table("follow-up rule", "en", "ru", "ja", "all", "first: all", "switches first", "seconds")
+                  f"in the top 3 of an answer's sources per language, and first (all turns; topic switches); "
+                  f"turns after the first whose answer cites the right source first:")
+    table = Table("follow-up rule", "en", "ru", "ja", "all", "first: all", "switches first",
+                  "answer cites it: follow-ups", "switches", "seconds")
     for name, result in results.items():
         top3, first = result["top3"], result["first"]
-        switches = [r["first"] for r in result["records"] if r["turn"] and r["switch"]]
+        later = [r for r in result["records"] if r["turn"]]
+        switches = [r["first"] for r in later if r["switch"]]
+        answered = [sum(r["answered"] for r in later if r["switch"] == switch) for switch in (False, True)]
         label = f"{name} (margin {turn.FOLLOW_UP_MARGIN:g})" if name == "rule" else name
         table.add_row(label, *(f"{top3[lang]:.1%}" for lang in ("en", "ru", "ja", "all")), f"{first['all']:.1%}",
-                      f"{sum(switches)}/{len(switches)}", f"{result['seconds']:.1f}")
+                      f"{sum(switches)}/{len(switches)}", f"{answered[0]}/{len(later) - len(switches)}",
+                      f"{answered[1]}/{len(switches)}", f"{result['seconds']:.1f}")
     console.print(table)
     for r in records:
         if not r["hit"]:

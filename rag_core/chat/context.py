@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from rag_core.chat import sessions
@@ -11,6 +12,7 @@ from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import chat_floor
 from rag_core.security.ids import check_id
 from rag_core.search.types import ChunkHit
+from rag_core.textproc import cjk_bigrams
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
@@ -21,6 +23,18 @@ BLOCK_SEPARATOR = "\n\n"
 CONVERSATION_HEADER = "--- Recent conversation ---"
 # A source whose similarity is below this share of the best source's is left out of an answer.
 SOURCE_RATIO = 0.5
+_HIRAGANA = re.compile("[\u3040-\u309F]+")
+
+
+def content_terms(query: str) -> str:
+    """The query as its coverage is judged: a Japanese one as its character bigrams without the hiragana-only ones.
+
+    English and Russian lose their stop words to the text-search configs; a Japanese question's
+    bigrams of hiragana alone are its particles and endings ("のは", "です", "すか"), which no
+    passage that answers it repeats, so they are left out the same way.
+    """
+    kept = [b for b in cjk_bigrams(query).split() if not _HIRAGANA.fullmatch(b)]
+    return " ".join(kept) or query
 
 
 def reference_block(n: int, source: str, text: str) -> str:
@@ -93,7 +107,7 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: 
     if settings.chat_term_coverage > 0 and any(h.similarity < floor for h in hits):
         from rag_core.search.hybrid import term_coverage
 
-        coverage = term_coverage(wb.db, query, hits)
+        coverage = term_coverage(wb.db, content_terms(query), hits)
     kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
     return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 

@@ -34,6 +34,15 @@ _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 # Markdown at the edges of a unit that is no part of what it says.
 _EDGE_DEBRIS = " \t>|"
+# In a follow-up, the earlier topic's words together weigh at most this share of the message's own
+# words, each at most this share of its own weight: the new message's words decide what it asks.
+TOPIC_SHARE = 0.3
+# In a follow-up, a sentence whose section (its heading and what follows it) names none of the earlier
+# topic's words scores this share: "From the command line: rag ingest" is off topic after "How do I
+# delete a document?", whatever words it shares with "And how do I do that from the command line?".
+OFF_TOPIC = 0.3
+# A sentence this close in meaning to the question (cosine) answers it without sharing its words.
+ANSWERS_DENSE = 0.45
 
 
 @dataclass
@@ -168,6 +177,29 @@ def terms(text: str) -> list[str]:
     return out
 
 
+def sections(text: str) -> list[str]:
+    """A passage cut before each markdown heading: every section starts with the heading it sits under."""
+    lines = text.splitlines(keepends=True)
+    cuts = [i for i, line in enumerate(lines) if i and _HEADING.match(line)]
+    return ["".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)])]
+
+
+def _off_topic(sentences: Sequence[Sentence], section_terms: Sequence[set[str]], topic: set[str],
+               own_dense: Sequence[float]) -> list[bool]:
+    """Which sentences of a follow-up's passages leave the conversation's topic.
+
+    Off topic: its section names none of the earlier topic's words while another section does, it
+    is not close in meaning (`ANSWERS_DENSE`) to the message by itself, and its passage is not the
+    one retrieval put first (a new topic taken for a follow-up still has its passage there).
+    """
+    on_topic = [bool(words & topic) for words in section_terms]
+    if not any(on_topic):
+        return [False] * len(sentences)
+    first = sentences[0].passage
+    return [not kept and own < ANSWERS_DENSE and s.passage != first
+            for s, kept, own in zip(sentences, on_topic, own_dense)]
+
+
 def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, context_query: str = "",
                     embed: Callable[[list[str]], np.ndarray] | None = None,
                     embed_query: Callable[[str], np.ndarray] | None = None) -> list[Sentence]:
@@ -175,18 +207,27 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
 
     Args:
         passages: (reference number, text) pairs.
-        context_query: the retrieval query when it differs from the question (a folded follow-up);
-            its extra terms count for less than the question's own.
+        context_query: the retrieval query when it differs from the question (a folded follow-up).
+            Its extra words (the earlier topic) count for less than the question's own, and a
+            sentence whose section names none of them scores `OFF_TOPIC` of its score (`_off_topic`).
+            A sentence's meaning counts by its closeness to the question or to this standalone
+            query, whichever is higher.
         embed, embed_query: unit vectors for sentences and for the question; without them the score
             is lexical only.
     """
     sentences: list[Sentence] = []
+    section_terms: list[set[str]] = []
     seen: set[str] = set()
     for n, text in passages:
-        for pos, sent in enumerate(split_sentences(text)):
-            if sent not in seen:
-                seen.add(sent)
-                sentences.append(Sentence(n, pos, sent))
+        position = 0
+        for section in sections(text):
+            words = set(terms(section))
+            for sent in split_sentences(section):
+                if sent not in seen:
+                    seen.add(sent)
+                    sentences.append(Sentence(n, position, sent))
+                    section_terms.append(words)
+                position += 1
     if not sentences:
         return []
     sent_terms = [set(terms(s.text)) for s in sentences]
@@ -197,21 +238,31 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
         return math.log(1.0 + (total + 1) / (df.get(term, 0) + 0.5))
 
     weights: dict[str, float] = {t: idf(t) for t in set(terms(question))}
-    for t in set(terms(context_query)) - set(weights):
-        weights[t] = 0.3 * idf(t)
+    topic = {t: idf(t) for t in set(terms(context_query)) - set(weights)}
+    if topic:
+        share = TOPIC_SHARE * sum(weights.values()) / sum(topic.values()) if weights else TOPIC_SHARE
+        weights.update({t: w * min(TOPIC_SHARE, share) for t, w in topic.items()})
     norm = sum(weights.values()) or 1.0
     for s, ts in zip(sentences, sent_terms):
         s.lexical = sum(w for t, w in weights.items() if t in ts) / norm
+    own_dense = [0.0] * len(sentences)  # similarity to the message alone
     if embed is not None and embed_query is not None:
-        q = np.asarray(embed_query(question), dtype=np.float32)
         m = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
-        q /= np.linalg.norm(q) or 1.0
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
-        for s, d in zip(sentences, m @ q):
-            s.dense = float(max(0.0, d))
-    for s in sentences:
+        for i, query in enumerate((question, context_query)):
+            if not query:
+                continue
+            q = np.asarray(embed_query(query), dtype=np.float32)
+            q /= np.linalg.norm(q) or 1.0
+            sims = [float(max(0.0, d)) for d in m @ q]
+            if i == 0:
+                own_dense = sims
+            for s, d in zip(sentences, sims):
+                s.dense = max(s.dense, d)
+    off_topic = _off_topic(sentences, section_terms, set(topic), own_dense)
+    for s, off in zip(sentences, off_topic):
         # Earlier references ranked higher in retrieval: a small tie-breaker in their favour.
-        s.score = s.lexical + 0.5 * s.dense + 0.02 / s.passage
+        s.score = (s.lexical + 0.5 * s.dense + 0.02 / s.passage) * (OFF_TOPIC if off else 1.0)
     sentences.sort(key=lambda s: -s.score)
     return sentences
 
@@ -234,7 +285,7 @@ def pick_sentences(scored: Sequence[Sentence], *, max_sentences: int = 3, max_ch
     return chosen
 
 
-def answers_question(best: Sentence, *, min_lexical: float = 0.2, min_dense: float = 0.45) -> bool:
+def answers_question(best: Sentence, *, min_lexical: float = 0.2, min_dense: float = ANSWERS_DENSE) -> bool:
     """Whether the best sentence plausibly answers: enough shared terms or a close embedding."""
     return best.lexical >= min_lexical or best.dense >= min_dense
 

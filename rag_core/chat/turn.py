@@ -195,7 +195,8 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     words (more of the message's terms) and in meaning (cosine higher by more than
     `FOLLOW_UP_MARGIN`): a new topic has such a passage, and the previous question must not
     outrank it. A follow-up ("and from the command line?", "А высота?") has none, so the
-    conversation's topic is kept. Measured on the multi-turn set (eval/bench_multiturn.py).
+    conversation's topic is kept, and the documents the last answer cited stay candidates
+    (`with_cited_documents`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
     alone = wb.retrieve(message, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
@@ -204,8 +205,10 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     if not folded or folded == message:
         return message, alone
     contextual = wb.retrieve(folded, k=k, site_id=site_id)
-    if not alone or not contextual or alone[0].chunk_id == contextual[0].chunk_id:
-        return (folded, contextual) if contextual else (message, alone)
+    if not contextual:
+        return message, alone
+    if not alone or alone[0].chunk_id == contextual[0].chunk_id:
+        return folded, with_cited_documents(wb, folded, contextual, history, k=k, site_id=site_id)
     from rag_core.search.hybrid import term_coverage
 
     own, other = alone[0], contextual[0]
@@ -214,7 +217,35 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     closer_in_meaning = own.similarity - message_similarity(wb, message, [other], alone)[0] > FOLLOW_UP_MARGIN
     if closer_in_words and closer_in_meaning:
         return message, alone
-    return folded, contextual
+    return folded, with_cited_documents(wb, folded, contextual, history, k=k, site_id=site_id)
+
+
+def with_cited_documents(wb: "Workbench", query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
+                         *, k: int, site_id: str | None) -> list[ChunkHit]:
+    """A follow-up's hits joined by the best chunks, for its folded query, of the documents the last answer cited.
+
+    The folded query's own top k can miss the passage the conversation is about ("How do I delete a
+    document?" then "And from the command line?" ranked `rag ingest` above the delete section, which
+    the first answer had quoted): the cited documents' chunks are candidates too, and the k most
+    similar to the folded query are kept, most similar first.
+    """
+    previous = next((m for m in reversed(history) if m["role"] == "assistant"), None)
+    sources = (previous or {}).get("sources") or []
+    cited = [s for s in sources if f"[{s.get('n')}]" in previous["content"]] or sources
+    documents = {int(s["documentId"]): s["documentPath"] for s in cited if s.get("documentId") and s.get("documentPath")}
+    if not documents:
+        return list(hits)
+    from rag_core.search.hybrid import fusion_for, search_chunks
+    from rag_core.search.retrieval import embed_query
+
+    text = " ".join(query.split())
+    vector, fusion = embed_query(wb.embedder, text), fusion_for(wb.embedder_name)
+    found = {h.chunk_id: h for h in hits}
+    for document_id, path in documents.items():
+        for hit in search_chunks(wb.db, text, vector, k=k, site_id=site_id, source=path, fusion=fusion):
+            if hit.document_id == document_id:
+                found.setdefault(hit.chunk_id, hit)
+    return sorted(found.values(), key=lambda h: -h.similarity)[:k]
 
 
 def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],

@@ -272,9 +272,14 @@ def language_of(source: str) -> str:
 
 
 def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dict]:
-    """Ask every conversation in its own session; one record per turn: was the expected source in the top `top`."""
+    """Ask every conversation in its own session; one record per turn: was the expected source in the top `top`,
+    and does the answer's first citation point to it (`answered`; False when it says it has no answer)."""
+    import re
     import uuid
 
+    from rag_core.chat.prompts import labels
+
+    no_answer = [labels(language)["no_answer"] for language in ("en", "ru", "ja")]
     records = []
     for c, conversation in enumerate(CONVERSATIONS):
         session = f"mt-{uuid.uuid4().hex[:12]}"
@@ -282,10 +287,13 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
             for t, (message, expected) in enumerate(conversation):
                 turn = wb.chat(message, session_id=session, k=k, site_id=site_id)
                 paths = [s.path for s in turn.sources[:top]]
+                first_cited = re.search(r"\[(\d+)\]", turn.answer)
+                cited = [s.path for s in turn.sources if first_cited and s.n == int(first_cited.group(1))]
                 records.append({"conversation": c, "turn": t, "language": language_of(expected),
                                 "switch": t > 0 and conversation[t - 1][1] != expected,
                                 "message": message, "expected": expected, "hit": expected in paths,
                                 "first": paths[:1] == [expected],
+                                "answered": cited == [expected] and not any(n in turn.answer for n in no_answer),
                                 "sources": paths, "retrieval_query": turn.retrieval_query})
         finally:
             wb.chat_reset(session)
