@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import html
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from rag_core.chat.turn import ChatTurn
     from rag_core.evaluation.runner import EvalResult
+    from rag_core.search.responses import SearchResponse
 
 _BOX = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45;max-width:60rem"
 _MUTED = "color:#57606a"
@@ -64,7 +65,7 @@ def source_link(path: str) -> str:
     return f"<code>{esc(path)}</code>"
 
 
-def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
+def table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
     """Rows of dicts as a small HTML table (the first `limit` rows, then how many more)."""
     if not rows:
         return f'<div style="{_BOX};{_MUTED}">(no rows)</div>'
@@ -85,7 +86,7 @@ def _cell(value: Any) -> str:
 
 
 # ----- search -----
-def search_html(resp: dict[str, Any]) -> str:
+def search_html(resp: SearchResponse) -> str:
     """A search response: header, one card per document with its score, highlights and context, facets."""
     from rag_core.search.render import header_line
 
@@ -120,7 +121,7 @@ def search_html(resp: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def hits_frame(resp: dict[str, Any]) -> "pd.DataFrame":
+def hits_frame(resp: SearchResponse) -> "pd.DataFrame":
     """One row per result document of a search response, in rank order."""
     import pandas as pd
 
@@ -137,16 +138,19 @@ def hits_frame(resp: dict[str, Any]) -> "pd.DataFrame":
 class SearchResults(dict):
     """The search response (the same dict REST and MCP return) that renders itself in Jupyter."""
 
+    def _response(self) -> SearchResponse:
+        return cast("SearchResponse", self)
+
     def _repr_html_(self) -> str:
-        return search_html(self)
+        return search_html(self._response())
 
     def _repr_markdown_(self) -> str:
         from rag_core.search.render import render_markdown
 
-        return render_markdown(self)
+        return render_markdown(self._response())
 
     def to_pandas(self) -> "pd.DataFrame":
-        return hits_frame(self)
+        return hits_frame(self._response())
 
 
 # ----- chat -----
@@ -210,7 +214,10 @@ def eval_frame(result: "EvalResult") -> "pd.DataFrame":
 
 
 # ----- rows of the facade: documents, the query log, the store's status -----
-class Records(list):
+Row = TypeVar("Row", bound=Mapping[str, Any])
+
+
+class Records(list[Row]):
     """A list of row dicts (documents, query-log entries) that renders as a table and becomes a DataFrame."""
 
     def _repr_html_(self) -> str:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 
 @dataclass
@@ -17,3 +20,13 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+
+
+class TextRecord(TypedDict):
+    """One text for `Workbench.ingest_texts`: the source that names it and its text; the rest optional."""
+
+    source: str
+    text: str
+    title: NotRequired[str | None]
+    file_type: NotRequired[str]  # txt unless given
+    metadata: NotRequired[dict[str, Any] | None]
