@@ -25,8 +25,12 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from rag_core.api import schemas
+from rag_core.chat.sessions import ChatMessage
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
+from rag_core.ingest.store import StoreStatusInfo
 from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from rag_core.search.responses import SearchResponse
 from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
 from rag_core.security.ids import DEFAULT_SITE, ID_PATTERN, valid_id
 from rag_core.workbench import Workbench
@@ -175,11 +179,15 @@ def build_server(wb: Workbench) -> RagMCPServer:
     tools: list[Tool] = []
 
     def tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations | None = None,
-             parameters: dict[str, Any] | None = None) -> None:
+             parameters: dict[str, Any] | None = None, output: type[BaseModel] | None = None) -> None:
         registered = Tool.from_function(fn, title=title, annotations=annotations)
         if parameters is not None:
             # add_tool() derives the schema from the signature; the search spec's is published verbatim instead.
             registered.parameters = parameters
+        if output is not None:
+            # The structured content's schema, derived from the Workbench's result type (as REST's is);
+            # clients check results against it.
+            registered.fn_metadata.output_schema = output.model_json_schema()
         tools.append(registered)
 
     def rag_status(site_id: SiteId = None) -> CallToolResult:
@@ -375,17 +383,20 @@ def build_server(wb: Workbench) -> RagMCPServer:
                                details=summary)
         return _result(text, {"path": path, "site_id": site_id, **summary})
 
-    tool(rag_status, "Index status", read_only)
-    tool(rag_search, "Search documents", read_only)
+    search_output = schemas.wire_model(SearchResponse)
+    tool(rag_status, "Index status", read_only, output=schemas.wire_model(StoreStatusInfo))
+    tool(rag_search, "Search documents", read_only, output=search_output)
     tool(search_documents, "Search documents: semantic, full-text or hybrid, with filters and facets", read_only,
-         parameters=SEARCH_DOCUMENTS_SCHEMA)
+         parameters=SEARCH_DOCUMENTS_SCHEMA, output=search_output)
     tool(rag_chat_turn, "Chat turn with sources", ToolAnnotations(destructive_hint=False, open_world_hint=False))
     tool(rag_chat_prepare, "Prepare a chat turn for the client's own answer",
          ToolAnnotations(destructive_hint=False, open_world_hint=False))
-    tool(rag_chat_history, "Chat history", read_only)
-    tool(rag_chat_append, "Append a chat message", ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    tool(rag_chat_history, "Chat history", read_only, output=schemas.MessagesOut)
+    tool(rag_chat_append, "Append a chat message", ToolAnnotations(destructive_hint=False, open_world_hint=False),
+         output=schemas.wire_model(ChatMessage))
     tool(rag_chat_reset, "Reset a chat session",
-         ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False))
+         ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+         output=schemas.SessionDeleted)
     tool(rag_index, "Index a file or folder",
          ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     # WARNING: stderr is the client's log; INFO would add a line per embedded-server command.
