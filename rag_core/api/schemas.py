@@ -9,6 +9,7 @@ so a key added to a result type is published here without restating it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import operator
@@ -18,9 +19,12 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
+from rag_core.chat.citations import Source
 from rag_core.chat.retention import PurgeSummary as PurgeResult
 from rag_core.chat.sessions import ChatMessage, SessionsDeleted, SessionSummary
+from rag_core.chat.turn import ChatTurn
 from rag_core.ingest.store import DeletedCounts, StoreStatusInfo
+from rag_core.ingest.web import WebIngestReport
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.search.responses import SearchMetrics, SearchResponse
 from rag_core.search.validation import MAX_PAGE
@@ -64,7 +68,7 @@ def _wire_type(tp: Any) -> Any:
     TypedDict as its model, containers and unions element by element."""
     if tp in (dt.datetime, dt.date):
         return str
-    if is_typeddict(tp):
+    if is_typeddict(tp) or dataclasses.is_dataclass(tp):
         return wire_model(tp)
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType):
@@ -79,13 +83,19 @@ def wire_model(shape: Any, name: str | None = None, only: tuple[str, ...] | None
                optional: tuple[str, ...] = (), extra: Literal["allow", "ignore"] = "allow") -> type[BaseModel]:
     """The response model of a facade TypedDict `shape`: the same keys, required where the TypedDict requires
     them; a key it may leave out defaults to None (routes that return such a shape exclude unset keys).
+    A dataclass `shape` stands for its `to_dict()`: every field, required.
 
     `only` keeps those keys; `optional` names required keys a route may withhold; `extra="allow"` passes
     keys the type does not name through unchanged.
     """
+    if dataclasses.is_dataclass(shape):
+        names = {f.name for f in dataclasses.fields(shape)}
+        hints = {k: v for k, v in get_type_hints(shape).items() if k in names}
+    else:
+        hints = get_type_hints(shape, include_extras=True)
     fields: dict[str, Any] = {}
     # NotRequired is read from the hints: `__required_keys__` misses it under postponed annotations.
-    for key, tp in get_type_hints(shape, include_extras=True).items():
+    for key, tp in hints.items():
         if only is not None and key not in only:
             continue
         if get_origin(tp) is NotRequired or key in optional:
@@ -216,14 +226,12 @@ class ChatIn(Body):
         "message": "Where is hybrid search implemented?", "session_id": "s1", "site_id": "site_a"}]})
 
 
-class ChatTurnOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    session_id: str
-    question: str
-    answer: str
-    sources: list[dict[str, Any]]
-    context: dict[str, Any]
-    flags: dict[str, Any]
+class SourceOut(wire_model(Source)):  # type: ignore[misc]
+    similarity_pct: float
+
+
+class ChatTurnOut(wire_model(ChatTurn, "ChatTurnBase")):  # type: ignore[misc]
+    sources: list[SourceOut]
 
 
 class SessionsOut(BaseModel):
@@ -257,15 +265,8 @@ class PageIn(Body):
         "url": "https://docs.example.com/guide/install.html", "site_id": "site_a"}]})
 
 
-class WebReportOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    index_url: str | None
-    pages_found: int
-    pages_ingested: int
-    unchanged: int
-    chunks: int
-    errors: list[dict[str, Any]]
-    duration_s: float
+class WebReportOut(wire_model(WebIngestReport, "WebIngestReport")):  # type: ignore[misc]
+    error_counts: dict[str, int]
 
 
 class HealthOut(BaseModel):

@@ -174,3 +174,12 @@ def test_response_schemas_name_every_key_of_the_workbench_results(client):
     assert results.endswith("/SearchDocument")
     assert "rerank_score" not in components["SearchDocument"]["required"]  # present only with a reranker
     assert "data_dir" not in components["StatusOut"]["required"]  # present only for the embedded server
+    # Results that are objects (a chat turn, a crawl report) publish their to_dict(): every field and what it adds.
+    import dataclasses
+
+    from rag_core.chat.turn import ChatTurn
+    from rag_core.ingest.web import WebIngestReport
+
+    assert set(components["ChatTurnOut"]["properties"]) == {f.name for f in dataclasses.fields(ChatTurn)}
+    assert set(components["WebReportOut"]["properties"]) == \
+        {f.name for f in dataclasses.fields(WebIngestReport)} | {"error_counts"}
