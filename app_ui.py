@@ -262,10 +262,10 @@ def progress_reporter(bar: Any, verb: str = "Indexed") -> Callable[[Any], None]:
     def report(p: Any) -> None:
         if ctx is not None and get_script_run_ctx() is None:
             add_script_run_ctx(threading.current_thread(), ctx)
-        total = max(int(p.files_total or 0), 1)
-        done = min(int(p.files_done or 0), total)
+        total = max(int(p.total or 0), 1)
+        done = min(int(p.done or 0), total)
         current = f" · {Path(p.current).name or p.current}" if p.current else ""
-        bar.progress(done / total, text=f"{verb} {done} of {p.files_total} · {p.chunks_done} chunks{current}")
+        bar.progress(done / total, text=f"{verb} {done} of {p.total} · {p.chunks_done} chunks{current}")
 
     return report
 

@@ -318,4 +318,4 @@ def progress_counts(p: Any) -> tuple[int, int]:
     """(done, total) of a progress event: an ingest `Progress`, or a (done, total) pair."""
     if isinstance(p, tuple):
         return int(p[0]), int(p[1])
-    return int(getattr(p, "files_done", 0)), int(getattr(p, "files_total", 0))
+    return int(getattr(p, "done", 0)), int(getattr(p, "total", 0))

@@ -362,11 +362,11 @@ def build_server(wb: Workbench) -> RagMCPServer:
         def on_progress(p: Any) -> None:
             # Runs on the worker thread; the notification is sent from the event loop.
             now = time.monotonic()
-            if p.files_done < p.files_total and now - last[0] < 1 / PROGRESS_PER_SEC:
+            if p.done < p.total and now - last[0] < 1 / PROGRESS_PER_SEC:
                 return
             last[0] = now
-            anyio.from_thread.run(ctx.report_progress, p.files_done, p.files_total or None,
-                                  f"{p.files_done}/{p.files_total} files, {p.chunks_done} chunks {p.current}".strip())
+            anyio.from_thread.run(ctx.report_progress, p.done, p.total or None,
+                                  f"{p.done}/{p.total} files, {p.chunks_done} chunks {p.current}".strip())
 
         report = await anyio.to_thread.run_sync(
             lambda: wb.ingest_paths([path.strip()], include=include or (), exclude=exclude or (), site_id=site_id,

@@ -428,8 +428,8 @@ def _web_response(request: Request, run: Callable[[Callable[[Any], None]], Any])
 
     def work() -> None:
         try:
-            report = run(lambda p: events.put({"event": "progress", "pages_done": p.files_done,
-                                               "pages_total": p.files_total, "chunks": p.chunks_done,
+            report = run(lambda p: events.put({"event": "progress", "pages_done": p.done,
+                                               "pages_total": p.total, "chunks": p.chunks_done,
                                                "current": p.current}))
             events.put({"event": "done", "report": report.to_dict()})
         except RagError as exc:

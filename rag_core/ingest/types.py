@@ -11,12 +11,24 @@ from typing_extensions import NotRequired, TypedDict
 
 @dataclass
 class Progress:
-    """What a progress bar needs: files done of total, chunks stored, the current source."""
+    """What a progress bar needs: items done of total, chunks stored, the current source.
 
-    files_done: int
-    files_total: int
+    The items are the operation's own unit: files for an ingest, pages for a crawl, chunks for a reindex.
+    """
+
+    done: int
+    total: int
     chunks_done: int
     current: str = ""
+
+    # The names this event had when only ingest sent it; code written against them keeps working.
+    @property
+    def files_done(self) -> int:
+        return self.done
+
+    @property
+    def files_total(self) -> int:
+        return self.total
 
 
 ProgressCallback = Callable[[Progress], None]
