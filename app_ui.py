@@ -21,6 +21,7 @@ import streamlit as st
 from rag_core import RagError, open_workbench
 from rag_core.chat.quotes import cited_spans, passage_html
 from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
+from rag_core.security.ids import DEFAULT_SITE
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ def related_queries(query: str, suggestions: Sequence[str]) -> list[str]:
 def site_selector() -> None:
     """The sidebar's site picker; its value applies to Chat, Search and Ingestion."""
     info = call(status, None, default=None) or {}
-    sites = sorted(set(info.get("by_site", {})) | {"default"})
+    sites = sorted(set(info.get("by_site", {})) | {DEFAULT_SITE})
     current = st.session_state.get("site", ALL_SITES)
     options = [ALL_SITES, *sites]
     if current not in options:
@@ -248,8 +249,8 @@ def current_site() -> str | None:
 
 
 def target_site() -> str:
-    """Where new documents go: the selected site, or 'default' when every site is selected."""
-    return current_site() or "default"
+    """Where new documents go: the selected site, or the default site when every site is selected."""
+    return current_site() or DEFAULT_SITE
 
 
 # ----- progress -----

@@ -284,7 +284,7 @@ class Workbench:
 
     # ----- retrieval -----
     def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
-        """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
+        """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as `search`."""
         self._require_compatible_store()
         return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id,
                                fusion=fusion_for(self.embedder_name))

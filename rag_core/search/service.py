@@ -1,4 +1,4 @@
-"""The search spec's search: validation, cache, the hybrid core, rerank, highlights, facets, suggestions, log.
+"""The search spec's search: validation, cache, ranking (hybrid.py), rerank, highlights, facets, suggestions, log.
 
 `SearchEngine.search` returns the response dict of the search spec and raises RagError subclasses
 (InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
