@@ -304,10 +304,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         if prepared.request is None:
             hint = "Nothing is indexed yet: run /rag:index PATH (tool rag_index), then ask again."
             return _result(f"{data['rendered_sources']}\n\n{hint}\n", {**data, "hint": hint})
-        context = data["context"]
-        history = "\n".join(f"{m['role']}: {m['content']}" for m in context["history"]) or "(no earlier messages)"
-        text = (f"{data['rendered_sources']}\n\nHISTORY:\n{history}\n\n"
-                f"CONTEXT:\n{context['context_text'] or '(no relevant passages)'}\n")
+        text = f"{data['rendered_sources']}\n\n{prepared.request.history_and_context()}"
         structured = {**data, "sources": _sources_brief(data["sources"])}
         return _result(text, structured)
 
