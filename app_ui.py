@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from rag_core import RagError, open_workbench
+from rag_core.chat.citations import Source
 from rag_core.chat.quotes import cited_spans, passage_html
 from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
 from rag_core.security.ids import DEFAULT_SITE
@@ -332,14 +333,14 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             st.caption("No relevant passages were found in the documents; the answer is not grounded in them.")
             return
         for i, c in enumerate(citations, 1):
-            n = int(c.get("n") or i)
-            similarity = float(c.get("similarity") or 0.0)
+            cited = Source.from_citation(c, n=i)  # the stored citation's keys are known in one place
+            n, similarity = cited.n, cited.similarity
             cols = st.columns([1, 4])
             cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
-            title = c.get("documentTitle") or ""
-            cols[1].markdown(f"**{html.escape(title)}** " + source_label(c.get("documentPath", ""), c.get("page"))
-                             if title else source_label(c.get("documentPath", ""), c.get("page")))
-            passage = c.get("text") or ""
+            title = cited.title or ""
+            cols[1].markdown(f"**{html.escape(title)}** " + source_label(cited.path or "", cited.page)
+                             if title else source_label(cited.path or "", cited.page))
+            passage = cited.text or ""
             spans = cited_spans(answer, n, passage)
             # Start the box a little before the first quoted sentence, so the highlight is in view.
             start = passage.rfind("\n\n", 0, max(0, spans[0][0] - 200)) + 2 if spans and spans[0][0] > 300 else 0
