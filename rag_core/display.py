@@ -94,8 +94,9 @@ def search_html(resp: SearchResponse) -> str:
     parts = [f'<div style="{_BOX}"><div style="{_MUTED}">{esc(header_line(resp))}</div>']
     for n, r in enumerate(resp.get("results") or [], first):
         score = float(r.get("relevance_score") or 0.0)
-        ranks = " + ".join(f"{label} #{r[key]}" for key, label in (("dense_rank", "dense"), ("fulltext_rank", "full text"))
-                           if r.get(key) is not None)
+        ranks = " + ".join(f"{label} #{rank}" for rank, label in ((r.get("dense_rank"), "dense"),
+                                                                  (r.get("fulltext_rank"), "full text"))
+                           if rank is not None)
         parts.append(f'<div style="margin:0.6rem 0"><b>{n}. {esc(r.get("title") or r.get("file_path"))}</b> '
                      f'{similarity_bar(score, f"{score:.2f}")}<br>{source_link(str(r.get("file_path", "")))} '
                      f'<span style="{_MUTED}">· {esc(r.get("file_type"))} · {esc(r.get("file_size"))}'
@@ -109,9 +110,9 @@ def search_html(resp: SearchResponse) -> str:
                          f'{float(c.get("relevance_score") or 0):.2f}</summary>'
                          f'<div style="{_QUOTE}">{esc(c.get("text"))}</div></details>')
         parts.append("</div>")
-    facets = resp.get("facets") or {}
-    for label, key in (("Types", "document_types"), ("Dates", "date_distribution")):
-        values = facets.get(key) or {}
+    facets = resp.get("facets")
+    for label, values in (("Types", facets.get("document_types") if facets else None),
+                          ("Dates", facets.get("date_distribution") if facets else None)):
         if values:
             parts.append(f'<div style="{_MUTED}">{label}: '
                          + ", ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in values.items()) + "</div>")
