@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := redis-server chromium chromium-driver
 # write, and `make eval` reads RAG_EVAL_DATA (fill it with `rag eval fetch scifact jsquad`).
 EVAL_DATA_ENV := $(if $(RAG_EVAL_DATA),,$(if $(wildcard ../shared/eval-data),RAG_EVAL_DATA=$(abspath ../shared/eval-data)))
 
-.PHONY: run serve mcp lab test install install-dev system-deps eval lint clean-venv
+.PHONY: run serve mcp lab test install install-dev system-deps eval lint typecheck clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is required"'
@@ -66,6 +66,10 @@ lab: $(VENV)/.installed-lab
 
 test: $(VENV)/.installed-dev system-deps
 	$(EVAL_DATA_ENV) $(BIN)/python -m pytest -q
+
+# Type-checks the facade and its result types (the files are listed under [tool.mypy] in pyproject.toml).
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy
 
 # Runs every notebook on the full evaluation sets and writes eval/results/*.json and the charts.
 eval: $(VENV)/.installed-dev

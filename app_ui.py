@@ -19,8 +19,10 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from rag_core import RagError, open_workbench
+from rag_core.chat.citations import Source
 from rag_core.chat.quotes import cited_spans, passage_html
 from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
+from rag_core.security.ids import DEFAULT_SITE
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +233,7 @@ def related_queries(query: str, suggestions: Sequence[str]) -> list[str]:
 def site_selector() -> None:
     """The sidebar's site picker; its value applies to Chat, Search and Ingestion."""
     info = call(status, None, default=None) or {}
-    sites = sorted(set(info.get("by_site", {})) | {"default"})
+    sites = sorted(set(info.get("by_site", {})) | {DEFAULT_SITE})
     current = st.session_state.get("site", ALL_SITES)
     options = [ALL_SITES, *sites]
     if current not in options:
@@ -248,8 +250,8 @@ def current_site() -> str | None:
 
 
 def target_site() -> str:
-    """Where new documents go: the selected site, or 'default' when every site is selected."""
-    return current_site() or "default"
+    """Where new documents go: the selected site, or the default site when every site is selected."""
+    return current_site() or DEFAULT_SITE
 
 
 # ----- progress -----
@@ -262,10 +264,10 @@ def progress_reporter(bar: Any, verb: str = "Indexed") -> Callable[[Any], None]:
     def report(p: Any) -> None:
         if ctx is not None and get_script_run_ctx() is None:
             add_script_run_ctx(threading.current_thread(), ctx)
-        total = max(int(p.files_total or 0), 1)
-        done = min(int(p.files_done or 0), total)
+        total = max(int(p.total or 0), 1)
+        done = min(int(p.done or 0), total)
         current = f" · {Path(p.current).name or p.current}" if p.current else ""
-        bar.progress(done / total, text=f"{verb} {done} of {p.files_total} · {p.chunks_done} chunks{current}")
+        bar.progress(done / total, text=f"{verb} {done} of {p.total} · {p.chunks_done} chunks{current}")
 
     return report
 
@@ -331,14 +333,14 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             st.caption("No relevant passages were found in the documents; the answer is not grounded in them.")
             return
         for i, c in enumerate(citations, 1):
-            n = int(c.get("n") or i)
-            similarity = float(c.get("similarity") or 0.0)
+            cited = Source.from_citation(c, n=i)  # the stored citation's keys are known in one place
+            n, similarity = cited.n, cited.similarity
             cols = st.columns([1, 4])
             cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
-            title = c.get("documentTitle") or ""
-            cols[1].markdown(f"**{html.escape(title)}** " + source_label(c.get("documentPath", ""), c.get("page"))
-                             if title else source_label(c.get("documentPath", ""), c.get("page")))
-            passage = c.get("text") or ""
+            title = cited.title or ""
+            cols[1].markdown(f"**{html.escape(title)}** " + source_label(cited.path or "", cited.page)
+                             if title else source_label(cited.path or "", cited.page))
+            passage = cited.text or ""
             spans = cited_spans(answer, n, passage)
             # Start the box a little before the first quoted sentence, so the highlight is in view.
             start = passage.rfind("\n\n", 0, max(0, spans[0][0] - 200)) + 2 if spans and spans[0][0] > 300 else 0

@@ -81,7 +81,7 @@ def main() -> None:
         with _bar() as bar:
             task = bar.add_task("ingest jsquad", total=len(records))
             started = time.perf_counter()
-            report = wb.ingest_texts(records, site_id=SITE, progress=lambda p: bar.update(task, completed=p.files_done))
+            report = wb.ingest_texts(records, site_id=SITE, progress=lambda p: bar.update(task, completed=p.done))
         ingest = report.to_dict()
         console.print(f"Corpus: {len(records)} documents ({ingest['indexed']} new, {ingest['unchanged']} unchanged) "
                       f"in {time.perf_counter() - started:.1f} s.")

@@ -51,7 +51,7 @@ def one_run(records: list[dict], base_settings) -> dict:
                 task = bar.add_task("docs", total=len(records), chunks=0)
                 started = time.perf_counter()
                 first = wb.ingest_texts(records, site_id="bench",
-                                        progress=lambda p: bar.update(task, completed=p.files_done, chunks=p.chunks_done))
+                                        progress=lambda p: bar.update(task, completed=p.done, chunks=p.chunks_done))
                 first_s = time.perf_counter() - started
             started = time.perf_counter()
             second = wb.ingest_texts(records, site_id="bench")

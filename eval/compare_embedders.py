@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import random
@@ -39,6 +38,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 
+from rag_core.evaluation.datasets import load_beir
+from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, recall_at_k
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = REPO_ROOT / "eval" / "cache"
 DEFAULT_SETS = "scifact,jsquad,ru_construction"
@@ -49,57 +51,12 @@ DEFAULT_EMBEDDERS = "use-multilingual,e5-small,minilm"
 # Metrics: pure functions over a ranked list of doc ids and the set of relevant ids (binary).
 # --------------------------------------------------------------------------------------------
 
-def hit_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    """1.0 if any relevant document is in the top k, else 0.0."""
-    return 1.0 if any(doc in relevant for doc in ranked[:k]) else 0.0
-
-
-def recall_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    """Share of the relevant documents found in the top k (0.0 when nothing is relevant)."""
-    if not relevant:
-        return 0.0
-    return len(set(ranked[:k]) & relevant) / len(relevant)
-
-
-def mrr_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    """Reciprocal rank of the first relevant document within the top k, else 0.0."""
-    for rank, doc in enumerate(ranked[:k], start=1):
-        if doc in relevant:
-            return 1.0 / rank
-    return 0.0
-
-
-def ndcg_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    """Binary-gain nDCG@k: DCG of the top k over the DCG of an ideal ranking."""
-    if not relevant:
-        return 0.0
-    dcg = sum(1.0 / math.log2(i + 2) for i, doc in enumerate(ranked[:k]) if doc in relevant)
-    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
-    return dcg / idcg
+# They are rag_core.evaluation.metrics' (the runner's, the notebooks'), so every figure is computed alike.
 
 
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-
-def read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def read_qrels(path: Path) -> dict[str, set[str]]:
-    """query-id -> relevant corpus ids (score > 0); the header line is skipped."""
-    qrels: dict[str, set[str]] = {}
-    with path.open(encoding="utf-8") as fh:
-        next(fh, None)
-        for line in fh:
-            parts = line.rstrip("\r\n").split("\t")
-            if len(parts) < 3 or not parts[0]:
-                continue
-            if float(parts[2]) > 0:
-                qrels.setdefault(parts[0], set()).add(parts[1])
-    return qrels
-
 
 def doc_text(doc: dict) -> str:
     return f"{doc.get('title') or ''}\n{doc.get('text') or ''}"
@@ -112,10 +69,10 @@ def load_set(data_dir: Path, name: str, max_queries: int, max_docs: int, seed: i
     sample of them (kept in file order). With --max-docs every document relevant to a selected
     query is kept and the rest is filled with a seeded sample of the other documents.
     """
-    root = data_dir / name
-    corpus = read_jsonl(root / "corpus.jsonl")
-    qrels = read_qrels(root / "qrels.tsv")
-    queries = [(q["_id"], q["text"]) for q in read_jsonl(root / "queries.jsonl") if q["_id"] in qrels]
+    ds = load_beir(data_dir / name)
+    corpus = ds.corpus
+    qrels = {qid: set(docs) for qid, docs in ds.qrels.items()}
+    queries = [(qid, text) for qid, text in ds.queries.items() if qid in qrels]
     n_queries_total = len(queries)
     if max_queries and len(queries) > max_queries:
         keep = set(random.Random(seed).sample(range(len(queries)), max_queries))

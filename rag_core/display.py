@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import html
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from rag_core.chat.turn import ChatTurn
     from rag_core.evaluation.runner import EvalResult
+    from rag_core.search.responses import SearchResponse
 
 _BOX = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45;max-width:60rem"
 _MUTED = "color:#57606a"
@@ -64,7 +65,7 @@ def source_link(path: str) -> str:
     return f"<code>{esc(path)}</code>"
 
 
-def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
+def table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
     """Rows of dicts as a small HTML table (the first `limit` rows, then how many more)."""
     if not rows:
         return f'<div style="{_BOX};{_MUTED}">(no rows)</div>'
@@ -85,7 +86,7 @@ def _cell(value: Any) -> str:
 
 
 # ----- search -----
-def search_html(resp: dict[str, Any]) -> str:
+def search_html(resp: SearchResponse) -> str:
     """A search response: header, one card per document with its score, highlights and context, facets."""
     from rag_core.search.render import header_line
 
@@ -93,8 +94,9 @@ def search_html(resp: dict[str, Any]) -> str:
     parts = [f'<div style="{_BOX}"><div style="{_MUTED}">{esc(header_line(resp))}</div>']
     for n, r in enumerate(resp.get("results") or [], first):
         score = float(r.get("relevance_score") or 0.0)
-        ranks = " + ".join(f"{label} #{r[key]}" for key, label in (("dense_rank", "dense"), ("fulltext_rank", "full text"))
-                           if r.get(key) is not None)
+        ranks = " + ".join(f"{label} #{rank}" for rank, label in ((r.get("dense_rank"), "dense"),
+                                                                  (r.get("fulltext_rank"), "full text"))
+                           if rank is not None)
         parts.append(f'<div style="margin:0.6rem 0"><b>{n}. {esc(r.get("title") or r.get("file_path"))}</b> '
                      f'{similarity_bar(score, f"{score:.2f}")}<br>{source_link(str(r.get("file_path", "")))} '
                      f'<span style="{_MUTED}">· {esc(r.get("file_type"))} · {esc(r.get("file_size"))}'
@@ -108,9 +110,9 @@ def search_html(resp: dict[str, Any]) -> str:
                          f'{float(c.get("relevance_score") or 0):.2f}</summary>'
                          f'<div style="{_QUOTE}">{esc(c.get("text"))}</div></details>')
         parts.append("</div>")
-    facets = resp.get("facets") or {}
-    for label, key in (("Types", "document_types"), ("Dates", "date_distribution")):
-        values = facets.get(key) or {}
+    facets = resp.get("facets")
+    for label, values in (("Types", facets.get("document_types") if facets else None),
+                          ("Dates", facets.get("date_distribution") if facets else None)):
         if values:
             parts.append(f'<div style="{_MUTED}">{label}: '
                          + ", ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in values.items()) + "</div>")
@@ -120,7 +122,7 @@ def search_html(resp: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def hits_frame(resp: dict[str, Any]) -> "pd.DataFrame":
+def hits_frame(resp: SearchResponse) -> "pd.DataFrame":
     """One row per result document of a search response, in rank order."""
     import pandas as pd
 
@@ -137,16 +139,19 @@ def hits_frame(resp: dict[str, Any]) -> "pd.DataFrame":
 class SearchResults(dict):
     """The search response (the same dict REST and MCP return) that renders itself in Jupyter."""
 
+    def _response(self) -> SearchResponse:
+        return cast("SearchResponse", self)
+
     def _repr_html_(self) -> str:
-        return search_html(self)
+        return search_html(self._response())
 
     def _repr_markdown_(self) -> str:
         from rag_core.search.render import render_markdown
 
-        return render_markdown(self)
+        return render_markdown(self._response())
 
     def to_pandas(self) -> "pd.DataFrame":
-        return hits_frame(self)
+        return hits_frame(self._response())
 
 
 # ----- chat -----
@@ -210,7 +215,10 @@ def eval_frame(result: "EvalResult") -> "pd.DataFrame":
 
 
 # ----- rows of the facade: documents, the query log, the store's status -----
-class Records(list):
+Row = TypeVar("Row", bound=Mapping[str, Any])
+
+
+class Records(list[Row]):
     """A list of row dicts (documents, query-log entries) that renders as a table and becomes a DataFrame."""
 
     def _repr_html_(self) -> str:
@@ -311,4 +319,4 @@ def progress_counts(p: Any) -> tuple[int, int]:
     """(done, total) of a progress event: an ingest `Progress`, or a (done, total) pair."""
     if isinstance(p, tuple):
         return int(p[0]), int(p[1])
-    return int(getattr(p, "files_done", 0)), int(getattr(p, "files_total", 0))
+    return int(getattr(p, "done", 0)), int(getattr(p, "total", 0))

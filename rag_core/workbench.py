@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
@@ -16,6 +16,8 @@ from rag_core.db.database import (
 )
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
+from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
+from rag_core.ingest.types import TextRecord
 from rag_core.ingest.loaders import SUPPORTED_TYPES
 from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
@@ -25,7 +27,8 @@ from rag_core.ingest.pipeline import (
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
 from rag_core.security.ids import DEFAULT_SITE
-from rag_core.security.url_policy import canonical_url
+from rag_core.security.url_policy import CrawlAllowlist, canonical_url
+from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
 from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
 from rag_core.settings import RagSettings, load_settings
@@ -37,7 +40,11 @@ if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependenci
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
 
+    from rag_core.chat.instructions import Instruction
+    from rag_core.chat.retention import PurgeSummary, RetentionStatus
+    from rag_core.chat.sessions import ChatMessage, ChatSession, SessionsDeleted, SessionSummary
     from rag_core.chat.turn import ChatTurn, PreparedTurn
+    from rag_core.evaluation.judged import JudgedSet, SavedEvaluation
     from rag_core.ingest.web import WebIngestReport
     from rag_core.llamaindex.engines import CitingChatEngine, CitingQueryEngine
     from rag_core.llamaindex.retriever import WorkbenchRetriever
@@ -134,7 +141,7 @@ class Workbench:
         report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
-    def ingest_texts(self, records: Sequence[dict[str, Any]], *, site_id: str,
+    def ingest_texts(self, records: Sequence[TextRecord], *, site_id: str,
                      progress: ProgressCallback | None = None) -> IngestReport:
         """Ingest many texts (dicts with source, text and optional title, metadata) in one run."""
         self._require_compatible_store()
@@ -157,7 +164,7 @@ class Workbench:
         return self._run([item], None).outcomes[0]
 
     # ----- web -----
-    def crawl_allowlist(self) -> dict[str, Any]:
+    def crawl_allowlist(self) -> CrawlAllowlist:
         """The domains the crawler may fetch: the environment's (RAG_ALLOWED_DOMAINS, the floor), the ones
         an admin stored in the database, and their union, which every crawl uses."""
         with self.db.connection() as conn:
@@ -165,10 +172,10 @@ class Workbench:
                                (CRAWL_ALLOWLIST_SETTING,)).fetchone()
         environment = list(self.settings.allowed_domains or [])
         stored = [d for d in (row[0] if row else []) if d not in environment]
-        return {"environment": environment, "stored": stored, "effective": environment + stored,
-                "updated_at": row[1] if row else None, "updated_by": row[2] if row else None}
+        return CrawlAllowlist(environment=environment, stored=stored, effective=environment + stored,
+                              updated_at=row[1] if row else None, updated_by=row[2] if row else None)
 
-    def set_crawl_allowlist(self, domains: Sequence[str] | str, updated_by: str = "admin") -> dict[str, Any]:
+    def set_crawl_allowlist(self, domains: Sequence[str] | str, updated_by: str = "admin") -> CrawlAllowlist:
         """Store the domains an admin allows on top of the environment's; an entry like `example.com`,
         `*.example.com`, `example.com:8080` or a URL. Returns the new `crawl_allowlist()`."""
         from rag_core.security.url_policy import parse_entry
@@ -252,7 +259,7 @@ class Workbench:
         if engine is not None:
             engine.invalidate()
 
-    def delete_source(self, source: str, site_id: str | None = None) -> dict[str, int]:
+    def delete_source(self, source: str, site_id: str | None = None) -> DeletedCounts:
         """Delete a source (path or URL) with its chunks; a relative path is resolved like `rag ingest` does."""
         if not source or not source.strip():
             raise InvalidInput("source is empty; give the path or URL shown by `rag status` or the sources table.")
@@ -273,11 +280,11 @@ class Workbench:
             if d:
                 break
         self._after_write()
-        return {"documents": docs, "chunks": chunks}
+        return DeletedCounts(documents=docs, chunks=chunks)
 
     # ----- retrieval -----
     def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
-        """Top-k chunks for a query: the retrieval core shared by search, chat and every surface."""
+        """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as `search`."""
         self._require_compatible_store()
         return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id,
                                fusion=fusion_for(self.embedder_name))
@@ -300,7 +307,7 @@ class Workbench:
                types: Sequence[str] | str | None = None, date_from: str | date | None = None,
                date_to: str | date | None = None, source: str | None = None,
                site_id: str | None = None, include_context: bool = True, max_chunks: int = 3,
-               user_id: str | None = None, typed: bool | None = None) -> dict[str, Any]:
+               user_id: str | None = None, typed: bool | None = None) -> SearchResponse:
         """Search documents (the search spec): hybrid, semantic or full text, with filters, facets and suggestions.
 
         Returns the response dict (success, query, total_results, search_time, results, facets,
@@ -318,10 +325,11 @@ class Workbench:
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
         """
-        return SearchResults(self.search_engine.search(
+        # A SearchResults is the response dict that also renders itself in Jupyter.
+        return cast("SearchResponse", SearchResults(self.search_engine.search(
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
             source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id,
-            typed=typed))
+            typed=typed)))
 
     def flush_search_log(self, timeout: float = 30.0) -> bool:
         """Wait until this process's searches so far are in the query log (it is written in the background)."""
@@ -330,7 +338,7 @@ class Workbench:
         return flush_query_log(self.db, timeout)
 
     def search_metrics(self, site_id: str | None = None, since: datetime | timedelta | str | None = None
-                       ) -> dict[str, Any]:
+                       ) -> SearchMetrics:
         """Searches, errors, zero-result count, average and p95 latency, popular and zero-result queries, per day.
 
         ``since`` is a datetime, a timedelta back from now, or text: "7d", "12h", "2024-01-31" (InvalidInput otherwise).
@@ -338,7 +346,7 @@ class Workbench:
         return self.search_engine.metrics(site_id=site_id, since=parse_since(since))
 
     def query_log(self, site_id: str | None = None, since: datetime | timedelta | str | None = None,
-                  limit: int = 1000) -> Records:
+                  limit: int = 1000) -> Records[LoggedSearch]:
         """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
         `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
         from rag_core.search.querylog import recent_searches
@@ -348,7 +356,7 @@ class Workbench:
         return Records(recent_searches(self.db, site_id=site_id, since=parse_since(since), limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
-                                 since: datetime | timedelta | str | None = None) -> dict[str, Any]:
+                                 since: datetime | timedelta | str | None = None) -> LatencyHistogram:
         """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
         from rag_core.search.querylog import latency_histogram
 
@@ -427,7 +435,7 @@ class Workbench:
         return prepare_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                             resource_name=resource_name)
 
-    def chat_history(self, session_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    def chat_history(self, session_id: str, limit: int = 20) -> list[ChatMessage]:
         """The session's last `limit` messages, oldest first, assistant messages with their citations."""
         from rag_core.chat import sessions
 
@@ -436,20 +444,20 @@ class Workbench:
         return sessions.history(self.db, session_id, int(limit))
 
     def chat_append(self, session_id: str, role: str, content: str,
-                    sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    sources: list[dict[str, Any]] | None = None) -> ChatMessage:
         """Store one message in a session (created on first use); role is user, assistant or system."""
         from rag_core.chat import sessions
 
         return sessions.append_message(self.db, sessions.check_chat_session_id(session_id), role, content,
                                        sources=sources)
 
-    def chat_reset(self, session_id: str) -> dict[str, int]:
+    def chat_reset(self, session_id: str) -> SessionsDeleted:
         """Forget a session: delete it and its messages."""
         from rag_core.chat import sessions
 
         return sessions.reset(self.db, session_id)
 
-    def rename_session(self, session_id: str, title: str) -> dict[str, Any]:
+    def rename_session(self, session_id: str, title: str) -> ChatSession:
         """Give a conversation a new title; returns the session (NotFound when there is none)."""
         from rag_core.chat import sessions
 
@@ -461,11 +469,12 @@ class Workbench:
         sessions.check_chat_session_id(session_id)
         with self.db.connection() as conn:
             updated = conn.execute("UPDATE chat_sessions SET title = %s WHERE id = %s", (title, session_id)).rowcount
-        if not updated:
+        session = sessions.get_session(self.db, session_id) if updated else None
+        if session is None:
             raise NotFound(f"No conversation '{session_id}'; pick one from the list of conversations.")
-        return sessions.get_session(self.db, session_id)
+        return session
 
-    def delete_session(self, session_id: str) -> dict[str, int]:
+    def delete_session(self, session_id: str) -> SessionsDeleted:
         """Delete one conversation and its messages (NotFound when there is none)."""
         result = self.chat_reset(session_id)
         if not result["sessions"]:
@@ -473,19 +482,19 @@ class Workbench:
         return result
 
     def list_sessions(self, site_id: str | None = None, user_id: str | None = None,
-                      limit: int = 100) -> list[dict[str, Any]]:
+                      limit: int = 100) -> list[SessionSummary]:
         """Chat sessions, most recently active first, with message counts."""
         from rag_core.chat import sessions
 
         return sessions.list_sessions(self.db, site_id, user_id, limit)
 
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
+    def get_session(self, session_id: str) -> ChatSession | None:
         """One chat session (id, site_id, user_id, title, created_at, updated_at), or None."""
         from rag_core.chat import sessions
 
         return sessions.get_session(self.db, session_id)
 
-    def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> dict[str, Any]:
+    def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> ChatMessage:
         """Store an external workflow's message (role 'user' or 'ai') for one user on one site."""
         from rag_core.chat import sessions
 
@@ -503,38 +512,38 @@ class Workbench:
 
         return retrieve_context(self, user_id, site_id, query, k=k)
 
-    def create_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> dict[str, Any]:
+    def create_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> Instruction:
         """Create version 1 of an agent instruction for a site and resource."""
         from rag_core.chat import instructions
 
         return instructions.save_instruction(self.db, site_id, resource_name, instruction_text, must_exist=False)
 
-    def update_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> dict[str, Any]:
+    def update_instruction(self, site_id: str, resource_name: str, instruction_text: str) -> Instruction:
         """Write the next version of an instruction and make it the active one."""
         from rag_core.chat import instructions
 
         return instructions.save_instruction(self.db, site_id, resource_name, instruction_text, must_exist=True)
 
     def list_instructions(self, site_id: str, resource_name: str | None = None,
-                          all_versions: bool = False) -> list[dict[str, Any]]:
+                          all_versions: bool = False) -> list[Instruction]:
         """A site's instructions: the latest version of each resource, or every version."""
         from rag_core.chat import instructions
 
         return instructions.list_instructions(self.db, site_id, resource_name, all_versions)
 
-    def get_instruction(self, site_id: str, resource_name: str, version: int | None = None) -> dict[str, Any]:
+    def get_instruction(self, site_id: str, resource_name: str, version: int | None = None) -> Instruction:
         """One version of an instruction (the latest by default)."""
         from rag_core.chat import instructions
 
         return instructions.get_instruction(self.db, site_id, resource_name, version)
 
-    def get_active_instruction(self, site_id: str, resource_name: str | None = None) -> dict[str, Any] | None:
+    def get_active_instruction(self, site_id: str, resource_name: str | None = None) -> Instruction | None:
         """The instruction chats of the site use as system prompt, or None."""
         from rag_core.chat import instructions
 
         return instructions.active_instruction(self.db, site_id, resource_name)
 
-    def activate_instruction(self, site_id: str, resource_name: str, version: int) -> dict[str, Any]:
+    def activate_instruction(self, site_id: str, resource_name: str, version: int) -> Instruction:
         """Make an earlier version of an instruction the active one again."""
         from rag_core.chat import instructions
 
@@ -547,7 +556,7 @@ class Workbench:
         return instructions.delete_instruction(self.db, site_id, resource_name, version)
 
     def purge_chat_history(self, older_than: timedelta | None = None, dry_run: bool = False,
-                           triggered_by: str = "manual") -> dict[str, Any]:
+                           triggered_by: str = "manual") -> PurgeSummary:
         """Delete chat messages older than the policy (RAG_RETENTION_DAYS) and sessions left empty; audited."""
         from datetime import timedelta
 
@@ -556,27 +565,27 @@ class Workbench:
         older_than = older_than if older_than is not None else timedelta(days=self.settings.retention_days)
         return retention.purge_chat_history(self.db, older_than, dry_run=dry_run, triggered_by=triggered_by)
 
-    def retention_status(self) -> dict[str, Any]:
+    def retention_status(self) -> RetentionStatus:
         """Retention policy, message counts, oldest message, age histogram and the last purges."""
         from rag_core.chat import retention
 
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- a user's own judged queries -----
-    def judged_queries(self, site_id: str = DEFAULT_SITE) -> dict[str, Any]:
+    def judged_queries(self, site_id: str = DEFAULT_SITE) -> JudgedSet:
         """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout."""
         from rag_core.evaluation import judged
 
         return judged.judged_set(self.settings.data_dir, site_id)
 
     def mark_relevant(self, query: str, source: str, site_id: str = DEFAULT_SITE, title: str = "",
-                      relevant: bool = True) -> dict[str, Any]:
+                      relevant: bool = True) -> JudgedSet:
         """Judge a search hit: `source` answers `query` (relevant=False withdraws the judgement)."""
         from rag_core.evaluation import judged
 
         return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant)
 
-    def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> dict[str, Any]:
+    def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> JudgedSet:
         """Add a queries file (BEIR queries.jsonl, or id<TAB>text) and a qrels.tsv whose corpus ids are the
         site's stored sources to the site's judged set."""
         from rag_core.evaluation import judged
@@ -590,7 +599,7 @@ class Workbench:
         return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
 
     def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
-                        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                        progress: Callable[[int, int], None] | None = None) -> SavedEvaluation:
         """Score the site's judged queries against its stored documents with the evaluation runner; the
         result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
         from rag_core.evaluation import judged
@@ -602,7 +611,7 @@ class Workbench:
         judged.save_result(self.settings.data_dir, site_id, data)
         return data
 
-    def judged_results(self, site_id: str = DEFAULT_SITE) -> list[dict[str, Any]]:
+    def judged_results(self, site_id: str = DEFAULT_SITE) -> list[SavedEvaluation]:
         """The saved evaluations of the site's judged queries, one per mode."""
         from rag_core.evaluation import judged
 
@@ -613,22 +622,22 @@ class Workbench:
         """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
         return self.db.ping()
 
-    def status(self, site_id: str | None = None) -> dict[str, Any]:
+    def status(self, site_id: str | None = None) -> StoreStatusInfo:
         """Documents, chunks, sources, embedder, dimension and database size."""
-        result = store.store_status(self.db, site_id)
-        result["configured_embedder"] = self.embedder_name
-        result["embedder_mismatch"] = self.embedder_mismatch()
-        result["database"] = "embedded" if self.embedded else describe_url(self.database_url)
+        result = StoreStatusInfo(**store.store_status(self.db, site_id), configured_embedder=self.embedder_name,
+                                 embedder_mismatch=self.embedder_mismatch(),
+                                 database="embedded" if self.embedded else describe_url(self.database_url))
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
-        return StoreStatus(result)
+        # A StoreStatus is the dict that also renders itself in Jupyter.
+        return cast(StoreStatusInfo, StoreStatus(result))
 
-    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
         """Stored documents, newest first."""
         return Records(store.list_documents(self.db, site_id, limit, offset))
 
     # ----- maintenance -----
-    def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> dict[str, Any]:
+    def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
         """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
         dim = embedding_dimension(self.embedder)
         store.begin_reindex(self.db, self.embedder_name, dim)
@@ -637,7 +646,7 @@ class Workbench:
         vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()
-        return {"embedder": self.embedder_name, "dimension": dim, "chunks": done}
+        return ReindexSummary(embedder=self.embedder_name, dimension=dim, chunks=done)
 
     def variant(self, **overrides: Any) -> "Workbench":
         """A workbench on the same store and loaded embedder with some settings changed (evaluation sweeps).

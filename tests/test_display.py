@@ -39,6 +39,13 @@ def test_search_results_render_as_html_with_marks_scores_and_escaped_text(wb, fi
     assert "notes/heat-pumps.md" in page
     score = f"{resp['results'][0]['relevance_score']:.2f}"
     assert score in page and "width:" in page                           # the score and its bar
+    first = resp["results"][0]
+    assert (first["dense_rank"], first["fulltext_rank"]) != (None, None)   # hybrid: found by at least one list
+    if first["dense_rank"] is not None:                                 # how the best chunk ranked in each list
+        assert f"dense #{first['dense_rank']}" in page
+    if first["fulltext_rank"] is not None:
+        assert f"full text #{first['fulltext_rank']}" in page
+    assert "Types: md <b>" in page                                      # the facets
     assert resp._repr_markdown_().startswith("## Search:")
 
 

@@ -25,8 +25,12 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from rag_core.api import schemas
+from rag_core.chat.sessions import ChatMessage
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
+from rag_core.ingest.store import StoreStatusInfo
 from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from rag_core.search.responses import SearchResponse
 from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
 from rag_core.security.ids import DEFAULT_SITE, ID_PATTERN, valid_id
 from rag_core.workbench import Workbench
@@ -175,11 +179,15 @@ def build_server(wb: Workbench) -> RagMCPServer:
     tools: list[Tool] = []
 
     def tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations | None = None,
-             parameters: dict[str, Any] | None = None) -> None:
+             parameters: dict[str, Any] | None = None, output: type[BaseModel] | None = None) -> None:
         registered = Tool.from_function(fn, title=title, annotations=annotations)
         if parameters is not None:
             # add_tool() derives the schema from the signature; the search spec's is published verbatim instead.
             registered.parameters = parameters
+        if output is not None:
+            # The structured content's schema, derived from the Workbench's result type (as REST's is);
+            # clients check results against it.
+            registered.fn_metadata.output_schema = output.model_json_schema()
         tools.append(registered)
 
     def rag_status(site_id: SiteId = None) -> CallToolResult:
@@ -296,10 +304,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         if prepared.request is None:
             hint = "Nothing is indexed yet: run /rag:index PATH (tool rag_index), then ask again."
             return _result(f"{data['rendered_sources']}\n\n{hint}\n", {**data, "hint": hint})
-        context = data["context"]
-        history = "\n".join(f"{m['role']}: {m['content']}" for m in context["history"]) or "(no earlier messages)"
-        text = (f"{data['rendered_sources']}\n\nHISTORY:\n{history}\n\n"
-                f"CONTEXT:\n{context['context_text'] or '(no relevant passages)'}\n")
+        text = f"{data['rendered_sources']}\n\n{prepared.request.history_and_context()}"
         structured = {**data, "sources": _sources_brief(data["sources"])}
         return _result(text, structured)
 
@@ -354,11 +359,11 @@ def build_server(wb: Workbench) -> RagMCPServer:
         def on_progress(p: Any) -> None:
             # Runs on the worker thread; the notification is sent from the event loop.
             now = time.monotonic()
-            if p.files_done < p.files_total and now - last[0] < 1 / PROGRESS_PER_SEC:
+            if p.done < p.total and now - last[0] < 1 / PROGRESS_PER_SEC:
                 return
             last[0] = now
-            anyio.from_thread.run(ctx.report_progress, p.files_done, p.files_total or None,
-                                  f"{p.files_done}/{p.files_total} files, {p.chunks_done} chunks {p.current}".strip())
+            anyio.from_thread.run(ctx.report_progress, p.done, p.total or None,
+                                  f"{p.done}/{p.total} files, {p.chunks_done} chunks {p.current}".strip())
 
         report = await anyio.to_thread.run_sync(
             lambda: wb.ingest_paths([path.strip()], include=include or (), exclude=exclude or (), site_id=site_id,
@@ -375,17 +380,20 @@ def build_server(wb: Workbench) -> RagMCPServer:
                                details=summary)
         return _result(text, {"path": path, "site_id": site_id, **summary})
 
-    tool(rag_status, "Index status", read_only)
-    tool(rag_search, "Search documents", read_only)
+    search_output = schemas.wire_model(SearchResponse)
+    tool(rag_status, "Index status", read_only, output=schemas.wire_model(StoreStatusInfo))
+    tool(rag_search, "Search documents", read_only, output=search_output)
     tool(search_documents, "Search documents: semantic, full-text or hybrid, with filters and facets", read_only,
-         parameters=SEARCH_DOCUMENTS_SCHEMA)
+         parameters=SEARCH_DOCUMENTS_SCHEMA, output=search_output)
     tool(rag_chat_turn, "Chat turn with sources", ToolAnnotations(destructive_hint=False, open_world_hint=False))
     tool(rag_chat_prepare, "Prepare a chat turn for the client's own answer",
          ToolAnnotations(destructive_hint=False, open_world_hint=False))
-    tool(rag_chat_history, "Chat history", read_only)
-    tool(rag_chat_append, "Append a chat message", ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    tool(rag_chat_history, "Chat history", read_only, output=schemas.MessagesOut)
+    tool(rag_chat_append, "Append a chat message", ToolAnnotations(destructive_hint=False, open_world_hint=False),
+         output=schemas.wire_model(ChatMessage))
     tool(rag_chat_reset, "Reset a chat session",
-         ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False))
+         ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+         output=schemas.SessionDeleted)
     tool(rag_index, "Index a file or folder",
          ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     # WARNING: stderr is the client's log; INFO would add a line per embedded-server command.

@@ -14,7 +14,7 @@ import queue
 import threading
 import uuid
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, AsyncIterator, Callable, Iterator
+from typing import Annotated, Any, AsyncIterator, Callable, Iterator, Mapping, TypeVar
 
 import anyio.to_thread
 import orjson
@@ -33,6 +33,7 @@ from rag_core.api import schemas as s
 from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog, refuse_key_in_query
 from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
+from rag_core.chat.sessions import ChatSession
 from rag_core.errors import (
     CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
@@ -113,7 +114,10 @@ SessionPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, json_sc
                         AfterValidator(valid_id)]
 
 
-def _text(value: str | None, name: str) -> str | None:
+TextOrNone = TypeVar("TextOrNone", bound=str | None)
+
+
+def _text(value: TextOrNone, name: str) -> TextOrNone:
     """Query and path text PostgreSQL can store (the bodies' fields are checked by their models)."""
     problem = s.text_problem(value) if value is not None else None
     if problem:
@@ -121,7 +125,7 @@ def _text(value: str | None, name: str) -> str | None:
     return value
 
 
-def _session_for(wb: Any, caller: Principal, session_id: str) -> dict[str, Any]:
+def _session_for(wb: Workbench, caller: Principal, session_id: str) -> ChatSession:
     """The session when the caller may use it; a restricted key gets UNAUTHORIZED whether it exists or not."""
     session = wb.get_session(session_id)
     if session is None and caller.sites is None:
@@ -132,7 +136,7 @@ def _session_for(wb: Any, caller: Principal, session_id: str) -> dict[str, Any]:
 
 
 # ----- errors: the one place they are mapped -----
-def _error(status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+def _error(status: int, code: str, message: str, details: Any = None, headers: Mapping[str, str] | None = None
            ) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
@@ -304,7 +308,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "des
 _ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
 
 
-def _warm_up(workbench: Any) -> None:
+def _warm_up(workbench: Workbench) -> None:
     """Embed one text before serving: the packaged model builds its tokenizer on first use, and 100
     requests arriving together on a cold server each built it at once (every one took over a minute)."""
     try:
@@ -313,17 +317,19 @@ def _warm_up(workbench: Any) -> None:
         log.warning("Could not warm up the embedder (%s); the first searches will load it.", type(exc).__name__)
 
 
-def create_app(settings: RagSettings | None = None, workbench: Any = None, *, run_scheduler: bool = True) -> FastAPI:
+def create_app(settings: RagSettings | None = None, workbench: Workbench | None = None, *,
+               run_scheduler: bool = True) -> FastAPI:
     """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to."""
     settings = settings or (workbench.settings if workbench is not None else load_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     limiter = RateLimiter(settings.rate_limit, settings.redis_url)
     parse_purge_time(settings.retention_time)  # a bad time stops the start, not the first purge
     owned = workbench is None
-    if owned:
+    if workbench is None:
         from rag_core import open_workbench
 
         workbench = open_workbench(settings)
+    wb: Workbench = workbench  # the lifespan's closure needs the narrowed type
     if keys.open:
         log.warning("No API key configured (RAG_API_KEYS, RAG_ADMIN_API_KEY): every caller has full access. "
                     "This is allowed on loopback only.")
@@ -334,15 +340,15 @@ def create_app(settings: RagSettings | None = None, workbench: Any = None, *, ru
         # connection for the core statement, gave it back, then queued behind thirty other threads to
         # get one again for its highlights; the threads beyond the pool only fought over the GIL.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size
-        await anyio.to_thread.run_sync(_warm_up, workbench)
-        scheduler = start_retention_scheduler(workbench, settings.retention_time) if run_scheduler else None
+        await anyio.to_thread.run_sync(_warm_up, wb)
+        scheduler = start_retention_scheduler(wb, settings.retention_time) if run_scheduler else None
         try:
             yield
         finally:
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
             if owned:
-                workbench.close()
+                wb.close()
 
     app = FastAPI(title="RAG workbench service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     _keep_keys_out_of_access_log()
@@ -422,8 +428,8 @@ def _web_response(request: Request, run: Callable[[Callable[[Any], None]], Any])
 
     def work() -> None:
         try:
-            report = run(lambda p: events.put({"event": "progress", "pages_done": p.files_done,
-                                               "pages_total": p.files_total, "chunks": p.chunks_done,
+            report = run(lambda p: events.put({"event": "progress", "pages_done": p.done,
+                                               "pages_total": p.total, "chunks": p.chunks_done,
                                                "current": p.current}))
             events.put({"event": "done", "report": report.to_dict()})
         except RagError as exc:
@@ -557,7 +563,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         return {"sessions": jsonable_encoder(wb.list_sessions(site_id=site, user_id=user_id,
                                                                limit=limit))}
 
-    @app.get("/sessions/{session_id}/messages", response_model=s.MessagesOut, tags=["chat"],
+    @app.get("/sessions/{session_id}/messages", response_model=s.MessagesOut, response_model_exclude_unset=True,
+             tags=["chat"],
              summary="A session's messages", responses={404: {"model": s.ErrorResponse, "description": "No session"}})
     def session_messages(caller: Caller, wb: WorkbenchDep,
                          session_id: SessionPath,
@@ -601,12 +608,13 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
             lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress)))
 
     # ----- status -----
-    @app.get("/status", response_model=s.StatusOut, tags=["service"], summary="Store status")
+    @app.get("/status", response_model=s.StatusOut, response_model_exclude_unset=True, tags=["service"],
+             summary="Store status")
     def status(caller: Caller, wb: WorkbenchDep,
                site_id: SiteQuery = None) -> dict[str, Any]:
         """Documents, chunks, sources, embedder, dimension and database size (of the key's site)."""
         site = caller.site_for(site_id)
-        info = wb.status(site_id=site)
+        info: dict[str, Any] = dict(wb.status(site_id=site))
         if caller.sites is not None:
             for private in ("data_dir", "database"):  # the server's layout is not a site's business
                 info.pop(private, None)

@@ -2,17 +2,33 @@
 
 Search parameters carry their limits in the schema but the Workbench enforces them, so a limit
 of 51 gets the same INVALID_QUERY message over REST, MCP and the CLI.
+
+Response bodies that are a Workbench result are derived from the facade's own types (`wire_model`),
+so a key added to a result type is published here without restating it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+import datetime as dt
+import functools
+import operator
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
+from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
+from rag_core.chat.citations import Source
+from rag_core.chat.retention import PurgeSummary as PurgeResult
+from rag_core.chat.sessions import ChatMessage, SessionsDeleted, SessionSummary
+from rag_core.chat.turn import ChatTurn
+from rag_core.ingest.store import DeletedCounts, StoreStatusInfo
+from rag_core.ingest.web import WebIngestReport
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
-from rag_core.security.ids import ID_PATTERN, valid_id
+from rag_core.search.responses import SearchMetrics, SearchResponse
 from rag_core.search.validation import MAX_PAGE
+from rag_core.security.ids import ID_PATTERN, valid_id
 
 
 def text_problem(text: str) -> str | None:
@@ -44,6 +60,51 @@ class Body(BaseModel):
             if problem:
                 raise ValueError(problem)
         return value
+
+
+# ----- response bodies derived from the facade's types -----
+def _wire_type(tp: Any) -> Any:
+    """`tp` as it travels in JSON: a date or datetime as ISO text (jsonable_encoder writes them so), a
+    TypedDict as its model, containers and unions element by element."""
+    if tp in (dt.datetime, dt.date):
+        return str
+    if is_typeddict(tp) or dataclasses.is_dataclass(tp):
+        return wire_model(tp)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        return functools.reduce(operator.or_, (_wire_type(a) for a in args))
+    if origin in (list, dict):
+        return origin[tuple(_wire_type(a) for a in args)]
+    return tp
+
+
+@functools.cache
+def wire_model(shape: Any, name: str | None = None, only: tuple[str, ...] | None = None,
+               optional: tuple[str, ...] = (), extra: Literal["allow", "ignore"] = "allow") -> type[BaseModel]:
+    """The response model of a facade TypedDict `shape`: the same keys, required where the TypedDict requires
+    them; a key it may leave out defaults to None (routes that return such a shape exclude unset keys).
+    A dataclass `shape` stands for its `to_dict()`: every field, required.
+
+    `only` keeps those keys; `optional` names required keys a route may withhold; `extra="allow"` passes
+    keys the type does not name through unchanged.
+    """
+    if dataclasses.is_dataclass(shape):
+        names = {f.name for f in dataclasses.fields(shape)}
+        hints = {k: v for k, v in get_type_hints(shape).items() if k in names}
+    else:
+        hints = get_type_hints(shape, include_extras=True)
+    fields: dict[str, Any] = {}
+    # NotRequired is read from the hints: `__required_keys__` misses it under postponed annotations.
+    for key, tp in hints.items():
+        if only is not None and key not in only:
+            continue
+        if get_origin(tp) is NotRequired or key in optional:
+            tp = get_args(tp)[0] if get_origin(tp) is NotRequired else tp
+            fields[key] = (_wire_type(tp) | None, None)
+        else:
+            fields[key] = (_wire_type(tp), ...)
+    return create_model(name or shape.__name__, __config__=ConfigDict(extra=extra), __doc__=shape.__doc__,
+                        **fields)
 
 
 # ----- errors (the search spec) -----
@@ -85,10 +146,8 @@ class DocumentOut(BaseModel):
     chunks: int = Field(description="Chunks written by this call (0 when unchanged).")
 
 
-class DeletedDocuments(BaseModel):
+class DeletedDocuments(wire_model(DeletedCounts, "DeletedCounts", extra="ignore")):  # type: ignore[misc]
     source: str
-    documents: int
-    chunks: int
 
 
 class ChatMessageIn(Body):
@@ -103,14 +162,8 @@ class ChatMessageIn(Body):
         "user_id": "u-42", "site_id": "site_a", "role": "user", "message": "Which fire alarm do we need?"}]})
 
 
-class ChatMessageOut(BaseModel):
-    id: int
-    session_id: str
-    site_id: str | None
-    user_id: str | None
-    role: str
-    content: str
-    created_at: str
+ChatMessageOut = wire_model(ChatMessage, "ChatMessageOut", only=(
+    "id", "session_id", "site_id", "user_id", "role", "content", "created_at"), extra="ignore")
 
 
 class RetrieveContextIn(Body):
@@ -127,17 +180,7 @@ class ContextOut(BaseModel):
     context: str = Field(description="Formatted knowledge fragments and the user's recent messages on the site.")
 
 
-class PurgeSummary(BaseModel):
-    audit_id: int
-    ran_at: str
-    older_than_days: float
-    cutoff: str
-    dry_run: bool
-    messages_deleted: int
-    sessions_deleted: int
-    oldest_remaining: str | None
-    duration_ms: float
-    triggered_by: str
+PurgeSummary = wire_model(PurgeResult)
 
 
 # ----- search (the search spec) -----
@@ -167,37 +210,7 @@ class SearchIn(Body):
         "date_range": {"from": "2024-01-01", "to": "2024-12-31"}, "search_mode": "hybrid", "site_id": "site_a"}]})
 
 
-class ContextChunk(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    chunk_index: int
-    text: str
-    page_number: int | None
-    relevance_score: float
-
-
-class SearchResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    title: str | None
-    file_path: str
-    file_type: str | None
-    file_size: str
-    created_at: str | None
-    updated_at: str | None
-    relevance_score: float
-    highlights: list[str]
-    context_chunks: list[ContextChunk]
-
-
-class SearchOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    success: Literal[True] = True
-    query: str
-    total_results: int
-    search_time: str
-    results: list[SearchResult]
-    facets: dict[str, dict[str, int]]
-    suggestions: list[str]
+SearchOut = wire_model(SearchResponse, "SearchOut")
 
 
 # ----- chat -----
@@ -213,29 +226,25 @@ class ChatIn(Body):
         "message": "Where is hybrid search implemented?", "session_id": "s1", "site_id": "site_a"}]})
 
 
-class ChatTurnOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    session_id: str
-    question: str
-    answer: str
-    sources: list[dict[str, Any]]
-    context: dict[str, Any]
-    flags: dict[str, Any]
+class SourceOut(wire_model(Source)):  # type: ignore[misc]
+    similarity_pct: float
+
+
+class ChatTurnOut(wire_model(ChatTurn, "ChatTurnBase")):  # type: ignore[misc]
+    sources: list[SourceOut]
 
 
 class SessionsOut(BaseModel):
-    sessions: list[dict[str, Any]]
+    sessions: list[wire_model(SessionSummary)]  # type: ignore[valid-type]
 
 
 class MessagesOut(BaseModel):
     session_id: str
-    messages: list[dict[str, Any]]
+    messages: list[wire_model(ChatMessage)]  # type: ignore[valid-type]
 
 
-class SessionDeleted(BaseModel):
+class SessionDeleted(wire_model(SessionsDeleted, extra="ignore")):  # type: ignore[misc]
     session_id: str
-    sessions: int
-    messages: int
 
 
 # ----- web -----
@@ -256,15 +265,8 @@ class PageIn(Body):
         "url": "https://docs.example.com/guide/install.html", "site_id": "site_a"}]})
 
 
-class WebReportOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    index_url: str | None
-    pages_found: int
-    pages_ingested: int
-    unchanged: int
-    chunks: int
-    errors: list[dict[str, Any]]
-    duration_s: float
+class WebReportOut(wire_model(WebIngestReport, "WebIngestReport")):  # type: ignore[misc]
+    error_counts: dict[str, int]
 
 
 class HealthOut(BaseModel):
@@ -276,32 +278,6 @@ class ReadyOut(BaseModel):
     database: Literal["ok"] = Field(default="ok", description="A query on the database succeeded.")
 
 
-class StatusOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    documents: int
-    chunks: int
-    sources: int
-    web_sources: int
-    by_type: dict[str, int]
-    by_site: dict[str, int]
-    last_indexed_at: str | None
-    embedder: str | None
-    dimension: int | None
-    configured_embedder: str
-    embedder_mismatch: str | None
-
-
-class MetricsOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    site_id: str | None
-    since: str | None
-    searches: int
-    errors: int
-    zero_results: int
-    cache_hits: int
-    avg_ms: float | None
-    p50_ms: float | None
-    p95_ms: float | None
-    popular_queries: list[dict[str, Any]]
-    zero_result_queries: list[dict[str, Any]]
-    daily: list[dict[str, Any]]
+# A site's key is not told where the database is (the server's layout): the route leaves `database` out.
+StatusOut = wire_model(StoreStatusInfo, "StatusOut", optional=("database",))
+MetricsOut = wire_model(SearchMetrics, "MetricsOut")

@@ -6,18 +6,34 @@ for the record and can be activated again. The active instruction becomes the ch
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Sequence
+
+from typing_extensions import TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, NotFound
 
 _COLUMNS = "id, site_id, resource_name, instruction_text, version, is_active, created_at, updated_at"
-_KEYS = ("id", "site_id", "resource_name", "instruction_text", "version", "is_active", "created_at", "updated_at")
 MAX_CHARS = 100_000
 
 
-def _row(row: Sequence[Any] | None) -> dict[str, Any] | None:
-    return dict(zip(_KEYS, row)) if row else None
+class Instruction(TypedDict):
+    """One version of an agent instruction; the active version of a resource is its chats' system prompt."""
+
+    id: int
+    site_id: str
+    resource_name: str
+    instruction_text: str
+    version: int
+    is_active: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+def _row(row: Sequence[Any]) -> Instruction:
+    return Instruction(id=row[0], site_id=row[1], resource_name=row[2], instruction_text=row[3], version=row[4],
+                       is_active=row[5], created_at=row[6], updated_at=row[7])
 
 
 def _check(site_id: str, resource_name: str, text: str | None = None) -> tuple[str, str]:
@@ -39,7 +55,7 @@ def _lock(conn: Any, site_id: str, resource_name: str) -> None:
 
 
 def save_instruction(db: Database, site_id: str, resource_name: str, instruction_text: str, *,
-                     must_exist: bool | None = None) -> dict[str, Any]:
+                     must_exist: bool | None = None) -> Instruction:
     """Write the next version of a resource's instruction and make it the active one.
 
     Args:
@@ -67,7 +83,7 @@ def save_instruction(db: Database, site_id: str, resource_name: str, instruction
 
 
 def list_instructions(db: Database, site_id: str, resource_name: str | None = None,
-                      all_versions: bool = False) -> list[dict[str, Any]]:
+                      all_versions: bool = False) -> list[Instruction]:
     """A site's instructions: the latest version of each resource, or every version."""
     latest_only = "" if all_versions else (
         " AND version = (SELECT max(version) FROM agent_instructions i2"
@@ -80,7 +96,7 @@ def list_instructions(db: Database, site_id: str, resource_name: str | None = No
     return [_row(r) for r in rows]
 
 
-def get_instruction(db: Database, site_id: str, resource_name: str, version: int | None = None) -> dict[str, Any]:
+def get_instruction(db: Database, site_id: str, resource_name: str, version: int | None = None) -> Instruction:
     """One version of a resource's instruction (the latest when no version is given)."""
     with db.connection() as conn:
         row = conn.execute(
@@ -93,17 +109,17 @@ def get_instruction(db: Database, site_id: str, resource_name: str, version: int
     return _row(row)
 
 
-def active_instruction(db: Database, site_id: str, resource_name: str | None = None) -> dict[str, Any] | None:
+def active_instruction(db: Database, site_id: str, resource_name: str | None = None) -> Instruction | None:
     """The active instruction of a resource, or without one the site's most recently updated active one."""
     with db.connection() as conn:
         row = conn.execute(
             f"SELECT {_COLUMNS} FROM agent_instructions WHERE site_id = %(site)s AND is_active"
             " AND (%(res)s::text IS NULL OR resource_name = %(res)s)"
             " ORDER BY updated_at DESC, id DESC LIMIT 1", {"site": site_id, "res": resource_name}).fetchone()
-    return _row(row)
+    return _row(row) if row else None
 
 
-def activate_instruction(db: Database, site_id: str, resource_name: str, version: int) -> dict[str, Any]:
+def activate_instruction(db: Database, site_id: str, resource_name: str, version: int) -> Instruction:
     """Make an earlier version the active one again (a rollback)."""
     with db.connection() as conn:
         with conn.transaction():

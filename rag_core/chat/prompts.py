@@ -140,6 +140,12 @@ class AnswerRequest:
         msgs.append({"role": "user", "content": self.question})
         return msgs
 
+    def history_and_context(self) -> str:
+        """The HISTORY and CONTEXT blocks as one text, for a client that answers with its own model
+        (MCP's rag_chat_prepare): the earlier messages as `role: content`, then the numbered references."""
+        history = "\n".join(f"{m['role']}: {m['content']}" for m in self.history) or "(no earlier messages)"
+        return f"HISTORY:\n{history}\n\nCONTEXT:\n{self.context_text or '(no relevant passages)'}\n"
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["system_prompt"] = self.system_prompt()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from typing_extensions import TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput
@@ -14,14 +16,72 @@ _PURGE_LOCK_ID = 724_011_032
 _BUCKET_EDGES = (1, 7, 14, 30, 60, 90, 180, 365)
 
 
-def _audit_row(row: Any) -> dict[str, Any]:
-    keys = ("id", "ran_at", "older_than_days", "cutoff", "dry_run", "messages_deleted", "sessions_deleted",
-            "oldest_remaining", "duration_ms", "triggered_by")
-    return dict(zip(keys, row))
+class Purge(TypedDict):
+    """One purge as audited (table retention_audit): what it deleted, or would have in a dry run."""
+
+    ran_at: datetime
+    older_than_days: float
+    cutoff: datetime
+    dry_run: bool
+    messages_deleted: int
+    sessions_deleted: int
+    oldest_remaining: datetime | None
+    duration_ms: float
+    triggered_by: str
+
+
+class PurgeRecord(Purge):
+    """A row of the audit log."""
+
+    id: int
+
+
+class PurgeSummary(Purge):
+    """What a purge that just ran reports, with the id of its audit row."""
+
+    audit_id: int
+
+
+class RetentionPolicy(TypedDict):
+    retention_days: int
+    purge_time: str
+
+
+class AgeBucket(TypedDict):
+    """Messages whose age in days is in [from_days, to_days); to_days None: no upper bound."""
+
+    label: str
+    from_days: int
+    to_days: int | None
+    messages: int
+    beyond_policy: bool
+
+
+class RetentionStatus(TypedDict):
+    """The policy, message and session counts, the age histogram and the last purges."""
+
+    policy: RetentionPolicy
+    messages: int
+    sessions: int
+    due_for_purge: int
+    oldest_message: datetime | None
+    newest_message: datetime | None
+    age_histogram: list[AgeBucket]
+    last_purges: list[PurgeRecord]
+
+
+def _purge(row: Any) -> Purge:
+    """A retention_audit row (id first) without its id."""
+    return Purge(ran_at=row[1], older_than_days=row[2], cutoff=row[3], dry_run=row[4], messages_deleted=row[5],
+                 sessions_deleted=row[6], oldest_remaining=row[7], duration_ms=row[8], triggered_by=row[9])
+
+
+def _audit_row(row: Any) -> PurgeRecord:
+    return PurgeRecord(id=row[0], **_purge(row))
 
 
 def purge_chat_history(db: Database, older_than: timedelta, *, dry_run: bool = False,
-                       triggered_by: str = "manual") -> dict[str, Any]:
+                       triggered_by: str = "manual") -> PurgeSummary:
     """Delete messages older than `older_than`, then the sessions left empty; audit the run.
 
     A dry run counts what would go, changes nothing, and is audited with its flag set.
@@ -60,12 +120,10 @@ def purge_chat_history(db: Database, older_than: timedelta, *, dry_run: bool = F
                 " oldest_remaining, duration_ms, triggered_by",
                 (older_than.total_seconds() / 86400, cutoff, dry_run, messages, sessions, oldest, duration_ms,
                  triggered_by)).fetchone()
-    summary = _audit_row(row)
-    summary["audit_id"] = summary.pop("id")
-    return summary
+    return PurgeSummary(audit_id=row[0], **_purge(row))
 
 
-def retention_status(db: Database, retention_days: int, purge_time: str = "", last: int = 10) -> dict[str, Any]:
+def retention_status(db: Database, retention_days: int, purge_time: str = "", last: int = 10) -> RetentionStatus:
     """Policy, message and session counts, oldest message, an age histogram and the last purges."""
     edges = sorted(set(_BUCKET_EDGES) | {retention_days})
     with db.connection() as conn:
@@ -82,7 +140,7 @@ def retention_status(db: Database, retention_days: int, purge_time: str = "", la
             " oldest_remaining, duration_ms, triggered_by FROM retention_audit ORDER BY ran_at DESC, id DESC LIMIT %s",
             (last,)).fetchall()
     bounds = [0, *edges, None]
-    histogram = []
+    histogram: list[AgeBucket] = []
     for i in range(len(bounds) - 1):
         lo, hi = bounds[i], bounds[i + 1]
         histogram.append({"label": f"{lo}-{hi} d" if hi is not None else f">= {lo} d", "from_days": lo,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import datetime
 from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
+from typing_extensions import NotRequired, TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, Unauthorized
@@ -17,6 +19,45 @@ ROLES = ("user", "assistant", "system")
 _MESSAGE_COLUMNS = "id, session_id, site_id, user_id, role, content, sources, created_at"
 OTHER_SITE = ("Chat session '{session}' belongs to another site; start a new session (leave session_id out) "
               "or use it with its own site.")
+
+
+class ChatMessage(TypedDict):
+    """One stored message; an assistant's carries the citations of its answer in `sources`."""
+
+    id: int
+    session_id: str
+    site_id: str | None
+    user_id: str | None
+    role: str
+    content: str
+    sources: list[dict[str, Any]]
+    created_at: datetime
+    session_created: NotRequired[bool]  # set by append_message: this message started the session
+
+
+class ChatSession(TypedDict):
+    """A conversation: who it belongs to, its title and when it was created and last active."""
+
+    id: str
+    site_id: str | None
+    user_id: str | None
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionSummary(ChatSession):
+    """A conversation in a list, with how many messages it holds and when the last one came."""
+
+    messages: int
+    last_message_at: datetime | None
+
+
+class SessionsDeleted(TypedDict):
+    """What forgetting a conversation removed."""
+
+    sessions: int
+    messages: int
 
 
 def new_session_id() -> str:
@@ -53,7 +94,7 @@ def check_role(role: str) -> str:
     return role
 
 
-def _message(row: Sequence[Any]) -> dict[str, Any]:
+def _message(row: Sequence[Any]) -> ChatMessage:
     return {"id": row[0], "session_id": row[1], "site_id": row[2], "user_id": row[3], "role": row[4],
             "content": row[5], "sources": row[6] or [], "created_at": row[7]}
 
@@ -67,7 +108,7 @@ def has_indexed_chunks(db: Database, site_id: str | None) -> bool:
     return bool(row[0])
 
 
-def get_session(db: Database, session_id: str) -> dict[str, Any] | None:
+def get_session(db: Database, session_id: str) -> ChatSession | None:
     """The session's id, site, user, title and times, or None."""
     check_id(session_id, "session_id")
     with db.connection() as conn:
@@ -75,10 +116,10 @@ def get_session(db: Database, session_id: str) -> dict[str, Any] | None:
                            " WHERE id = %s", (session_id,)).fetchone()
     if not row:
         return None
-    return dict(zip(("id", "site_id", "user_id", "title", "created_at", "updated_at"), row))
+    return ChatSession(id=row[0], site_id=row[1], user_id=row[2], title=row[3], created_at=row[4], updated_at=row[5])
 
 
-def history(db: Database, session_id: str, limit: int, *, before_id: int | None = None) -> list[dict[str, Any]]:
+def history(db: Database, session_id: str, limit: int, *, before_id: int | None = None) -> list[ChatMessage]:
     """The session's last `limit` messages (older than message `before_id` when given), oldest first."""
     check_id(session_id, "session_id")
     if limit <= 0:
@@ -93,7 +134,7 @@ def history(db: Database, session_id: str, limit: int, *, before_id: int | None 
 
 def append_message(db: Database, session_id: str, role: str, content: str, *,
                    sources: list[dict[str, Any]] | None = None, site_id: str | None = None,
-                   user_id: str | None = None, title: str | None = None) -> dict[str, Any]:
+                   user_id: str | None = None, title: str | None = None) -> ChatMessage:
     """Store one message (and its citations) in one transaction; the session is created on first use.
 
     The message takes the session's site and user unless given; a session without a title gets `title`.
@@ -132,7 +173,7 @@ def append_message(db: Database, session_id: str, role: str, content: str, *,
     return message
 
 
-def reset(db: Database, session_id: str) -> dict[str, int]:
+def reset(db: Database, session_id: str) -> SessionsDeleted:
     """Delete a session and its messages (the foreign key cascades)."""
     check_id(session_id, "session_id")
     with db.connection() as conn:
@@ -144,7 +185,7 @@ def reset(db: Database, session_id: str) -> dict[str, int]:
 
 
 def list_sessions(db: Database, site_id: str | None = None, user_id: str | None = None,
-                  limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+                  limit: int = 100, offset: int = 0) -> list[SessionSummary]:
     """Sessions, most recently active first, with their message counts."""
     check_optional_id(site_id, "site_id")
     check_optional_id(user_id, "user_id")
@@ -158,11 +199,11 @@ def list_sessions(db: Database, site_id: str | None = None, user_id: str | None 
             " GROUP BY s.id ORDER BY s.updated_at DESC, s.id LIMIT %(limit)s OFFSET %(offset)s",
             {"site": site_id, "user": user_id, "limit": limit, "offset": offset},
         ).fetchall()
-    keys = ("id", "site_id", "user_id", "title", "created_at", "updated_at", "messages", "last_message_at")
-    return [dict(zip(keys, r)) for r in rows]
+    return [SessionSummary(id=r[0], site_id=r[1], user_id=r[2], title=r[3], created_at=r[4], updated_at=r[5],
+                           messages=r[6], last_message_at=r[7]) for r in rows]
 
 
-def recent_messages(db: Database, *, user_id: str, site_id: str, limit: int) -> list[dict[str, Any]]:
+def recent_messages(db: Database, *, user_id: str, site_id: str, limit: int) -> list[ChatMessage]:
     """One user's last `limit` messages on one site across sessions, oldest first."""
     check_id(user_id, "user_id")
     check_id(site_id, "site_id")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rag_core.chat.citations import Source, render_sources
 
@@ -12,7 +12,7 @@ def format_when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value else "-"
 
 
-def render_transcript(messages: Sequence[dict[str, Any]], language: str = "en") -> str:
+def render_transcript(messages: Sequence[Mapping[str, Any]], language: str = "en") -> str:
     """Messages oldest first as `[2025-01-31 12:00] user:` and the content; under each answer its
     `## Sources` block (in `language`)."""
     parts: list[str] = []

@@ -33,7 +33,7 @@ def ingest(
             task = bar.add_task("files", total=None, chunks=0)
 
             def on_progress(p: Any) -> None:
-                bar.update(task, completed=p.files_done, total=p.files_total, chunks=p.chunks_done)
+                bar.update(task, completed=p.done, total=p.total, chunks=p.chunks_done)
 
             report = wb.ingest_paths(paths, include=include, exclude=exclude, site_id=site, progress=on_progress)
     summary = report.to_dict()
@@ -109,7 +109,7 @@ def reindex() -> None:
         with Progress(TextColumn("[bold]re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as bar:
             task = bar.add_task("chunks", total=None)
-            result = wb.reindex(progress=lambda p: bar.update(task, completed=p.files_done, total=p.files_total))
+            result = wb.reindex(progress=lambda p: bar.update(task, completed=p.done, total=p.total))
     out.print(f"Re-embedded {result['chunks']} chunks with {result['embedder']} ({result['dimension']} dimensions).")
 
 

@@ -53,7 +53,7 @@ def evaluate(
             query_task = bar.add_task("queries", total=None, visible=False)
 
             def on_ingest(p: Any) -> None:
-                bar.update(ingest_task, completed=p.files_done, total=p.files_total or None)
+                bar.update(ingest_task, completed=p.done, total=p.total or None)
 
             def on_query(done: int, total: int) -> None:
                 bar.update(query_task, completed=done, total=total, visible=True)

@@ -23,7 +23,7 @@ def _page_bar(quiet: bool) -> Iterator[Callable[[Any], None]]:
         task = bar.add_task("pages", total=None, chunks=0)
 
         def on_progress(p: Any) -> None:
-            bar.update(task, completed=p.files_done, total=p.files_total or None, chunks=p.chunks_done)
+            bar.update(task, completed=p.done, total=p.total or None, chunks=p.chunks_done)
 
         yield on_progress
 

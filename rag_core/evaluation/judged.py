@@ -20,12 +20,34 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from typing_extensions import TypedDict
+
 from rag_core.errors import InvalidInput
 from rag_core.evaluation.datasets import BeirDataset, load_beir
 from rag_core.limits import MAX_QUERY_CHARS
 
 MAX_JUDGED_QUERIES = 2_000  # a judged set is typed or marked by people: a few hundred queries at most
 _LOCK = threading.Lock()    # one writer at a time per process (the app's sessions share it)
+
+# A saved evaluation: the JSON of `rag eval` with its per-query rows (`EvalResult.to_dict(per_query=True)`);
+# its metric keys name their cut-off (precision@5, hit@5), so they are not fixed names.
+SavedEvaluation = dict[str, Any]
+
+
+class JudgedQuery(TypedDict):
+    id: str
+    query: str
+    relevant: list[str]  # the sources (paths or URLs) that answer it
+
+
+class JudgedSet(TypedDict):
+    """A site's judged queries, with counts and the folder that holds them in BEIR layout."""
+
+    site_id: str
+    folder: str
+    queries: int
+    judgements: int
+    items: list[JudgedQuery]
 
 
 def judged_dir(data_dir: Path, site_id: str) -> Path:
@@ -60,17 +82,17 @@ def _write(folder: Path, queries: dict[str, str], qrels: dict[str, dict[str, int
     (folder / "qrels.tsv").write_text("".join(rows), encoding="utf-8")
 
 
-def judged_set(data_dir: Path, site_id: str) -> dict[str, Any]:
+def judged_set(data_dir: Path, site_id: str) -> JudgedSet:
     """The site's judged queries: [{id, query, relevant: [sources]}], with counts and the folder."""
     folder = judged_dir(data_dir, site_id)
     queries, qrels, _ = _read(folder)
-    rows = [{"id": q, "query": queries[q], "relevant": sorted(qrels[q])} for q in queries if qrels.get(q)]
+    rows = [JudgedQuery(id=q, query=queries[q], relevant=sorted(qrels[q])) for q in queries if qrels.get(q)]
     return {"site_id": site_id, "folder": str(folder), "queries": len(rows),
             "judgements": sum(len(r["relevant"]) for r in rows), "items": rows}
 
 
 def mark_relevant(data_dir: Path, site_id: str, query: str, source: str, title: str = "",
-                  relevant: bool = True) -> dict[str, Any]:
+                  relevant: bool = True) -> JudgedSet:
     """Record (or with relevant=False withdraw) that `source` answers `query`; returns the set's summary."""
     text = " ".join((query or "").split())
     if not text:
@@ -138,7 +160,7 @@ def _parse_qrels(data: bytes) -> dict[str, dict[str, int]]:
 
 
 def import_judged(data_dir: Path, site_id: str, queries_file: bytes, qrels_file: bytes,
-                  known_sources: Callable[[list[str]], set[str]]) -> dict[str, Any]:
+                  known_sources: Callable[[list[str]], set[str]]) -> JudgedSet:
     """Add an uploaded queries/qrels pair to the site's set; corpus ids must be sources stored in the site.
 
     `known_sources(candidates)` returns the candidates that are stored documents of the site.
@@ -178,7 +200,7 @@ def load_judged(data_dir: Path, site_id: str) -> BeirDataset:
     return load_beir(folder)
 
 
-def save_result(data_dir: Path, site_id: str, result: dict[str, Any]) -> None:
+def save_result(data_dir: Path, site_id: str, result: SavedEvaluation) -> None:
     """Keep the newest evaluation of the site's judged set per mode (results.json beside the set)."""
     path = judged_dir(data_dir, site_id) / "results.json"
     with _LOCK:
@@ -187,7 +209,7 @@ def save_result(data_dir: Path, site_id: str, result: dict[str, Any]) -> None:
         path.write_text(json.dumps(saved, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
 
 
-def saved_results(data_dir: Path, site_id: str) -> list[dict[str, Any]]:
+def saved_results(data_dir: Path, site_id: str) -> list[SavedEvaluation]:
     """The site's saved evaluations, one per mode."""
     path = judged_dir(data_dir, site_id) / "results.json"
     if not path.is_file():

@@ -6,10 +6,11 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import psycopg
+from typing_extensions import NotRequired, TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import EmbedderMismatch, RagError
@@ -224,7 +225,66 @@ EVAL_SITE_PREFIX = "eval:"
 _SITE_FILTER = "((%(site)s::text IS NULL AND site_id NOT LIKE 'eval:%%') OR site_id = %(site)s)"
 
 
-def store_status(db: Database, site_id: str | None = None) -> dict[str, Any]:
+class StoreCounts(TypedDict):
+    """What the store holds: documents, chunks and sources (of one site or all), the embedder, the database size."""
+
+    documents: int
+    chunks: int
+    sources: int
+    web_sources: int
+    by_type: dict[str, int]
+    by_site: dict[str, int]
+    last_indexed_at: str | None
+    embedder: str | None
+    dimension: int | None
+    database_bytes: int
+    vector_index: bool
+    chunks_without_embedding: int
+
+
+class StoreStatusInfo(StoreCounts):
+    """`Workbench.status()`: the counts with the configured embedder and where the database is."""
+
+    configured_embedder: str
+    embedder_mismatch: str | None
+    database: str  # "embedded", or the server's URL without its password
+    data_dir: NotRequired[str]  # the embedded server's folder
+
+
+class DocumentListing(TypedDict):
+    """A stored document as listed (`Workbench.documents()`)."""
+
+    id: int
+    site_id: str
+    source: str
+    title: str | None
+    file_type: str | None
+    file_size: int
+    category: str
+    language: str | None
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+    indexed_at: datetime
+    doc_date: datetime | None
+
+
+class DeletedCounts(TypedDict):
+    """What deleting a source removed."""
+
+    documents: int
+    chunks: int
+
+
+class ReindexSummary(TypedDict):
+    """What `Workbench.reindex()` did: the embedder now recorded, its dimension and the chunks embedded."""
+
+    embedder: str
+    dimension: int
+    chunks: int
+
+
+def store_status(db: Database, site_id: str | None = None) -> StoreCounts:
     """Counts of documents, chunks, sources, per type and per site, plus the database size."""
     where = f"WHERE {_SITE_FILTER}"
     args = {"site": site_id}
@@ -254,7 +314,7 @@ def store_status(db: Database, site_id: str | None = None) -> dict[str, Any]:
     }
 
 
-def list_documents(db: Database, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+def list_documents(db: Database, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
     """Documents, newest first, one page at a time."""
     with db.connection() as conn:
         cur = conn.execute(
@@ -264,7 +324,7 @@ def list_documents(db: Database, site_id: str | None = None, limit: int = 100, o
             {"site": site_id, "limit": limit, "offset": offset},
         )
         names = [c.name for c in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        return [cast(DocumentListing, dict(zip(names, row))) for row in cur.fetchall()]
 
 
 def begin_reindex(db: Database, embedder: str, dim: int) -> None:

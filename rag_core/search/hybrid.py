@@ -1,4 +1,5 @@
-"""The retrieval core: dense ranks, BM25 full-text ranks and their fusion in ONE SQL statement.
+"""The ranking SQL: dense ranks, BM25 full-text ranks and their fusion in ONE SQL statement (search takes
+pages of documents from it through service.py, chat takes top chunks through retrieval.py).
 
 Full text is BM25 (k1=0.9, b=0.4) over the chunks' tsvector lexemes (stemmed English and Russian,
 character bigrams under 'simple' for Japanese), read from an inverted index kept in PostgreSQL
@@ -157,7 +158,7 @@ class DocumentHit:
 
 @dataclass
 class CoreResult:
-    """What the core returns for a page: documents, the size of the whole set and its facets."""
+    """What the ranking statement returns for a page: documents, the size of the whole set and its facets."""
 
     total: int
     documents: list[DocumentHit]

@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from rag_core.db.database import Database
+from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datet
     return where, start
 
 
-def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> dict[str, Any]:
+def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
     """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
 
     With site_id None every site counts except the evaluation sites ('eval:*').
@@ -267,7 +268,7 @@ LATENCY_EDGES_MS = (10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
 
 
 def latency_histogram(db: Database, site_id: str | None = None, since: Any = None,
-                      edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> dict[str, Any]:
+                      edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> LatencyHistogram:
     """Successful searches counted per latency bucket (aggregated in SQL), with p50 and p95."""
     where, start = _scope(db, site_id, since)
     where += " AND error_code IS NULL"
@@ -290,7 +291,7 @@ def latency_histogram(db: Database, site_id: str | None = None, since: Any = Non
             "p95_ms": round(float(p95), 1) if p95 is not None else None, "buckets": buckets}
 
 
-def recent_searches(db: Database, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[dict[str, Any]]:
+def recent_searches(db: Database, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[LoggedSearch]:
     """The latest query_log rows, newest first, as plain dicts (the notebook's query-log frame)."""
     where, start = _scope(db, site_id, since)
     with db.connection() as conn:

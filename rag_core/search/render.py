@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from rag_core.search.highlight import Highlight
+from rag_core.search.responses import ContextChunk, SearchDocument, SearchResponse
 
 SNIPPET_CHARS = 300
 
 
-def _marked(result: dict[str, Any]) -> list[str]:
+def _marked(result: SearchDocument) -> list[str]:
     spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
     return [Highlight(text, [tuple(s) for s in sp]).marked() for text, sp in zip(result.get("highlights", []), spans)]
 
@@ -22,7 +22,7 @@ def _md_plain(text: str) -> str:
     return _md_escape(text.replace("*", "\\*"))
 
 
-def _md_marked(result: dict[str, Any]) -> list[str]:
+def _md_marked(result: SearchDocument) -> list[str]:
     """The highlights for markdown: matched terms in **bold**, the rest as plain text."""
     spans = result.get("highlight_spans") or [[] for _ in result.get("highlights", [])]
     out = []
@@ -44,21 +44,21 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def header_line(resp: dict[str, Any]) -> str:
+def header_line(resp: SearchResponse) -> str:
     pages = resp.get("total_pages") or 0
     page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 else ""
     return (f"{resp['total_results']} result{'s' if resp['total_results'] != 1 else ''} for \"{resp['query']}\""
             f" ({resp.get('mode', 'hybrid')}, {resp['search_time']}{page})")
 
 
-def _facets(resp: dict[str, Any]) -> tuple[str, str]:
+def _facets(resp: SearchResponse) -> tuple[str, str]:
     facets = resp.get("facets") or {}
     types = ", ".join(f"{k} {v}" for k, v in sorted((facets.get("document_types") or {}).items(), key=lambda p: -p[1]))
     dates = ", ".join(f"{k} {v}" for k, v in (facets.get("date_distribution") or {}).items())
     return types, dates
 
 
-def _meta(r: dict[str, Any]) -> str:
+def _meta(r: SearchDocument) -> str:
     ranks = []
     if r.get("dense_rank") is not None:
         ranks.append(f"dense #{r['dense_rank']}")
@@ -72,12 +72,12 @@ def _meta(r: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _chunk_label(c: dict[str, Any]) -> str:
+def _chunk_label(c: ContextChunk) -> str:
     page = f", page {c['page_number']}" if c.get("page_number") else ""
     return f"chunk {c['chunk_index']}{page}, {c['relevance_score']:.2f}"
 
 
-def render_text(resp: dict[str, Any]) -> str:
+def render_text(resp: SearchResponse) -> str:
     """Plain text: numbered documents, highlights with **term**, context chunks, facets, suggestions."""
     lines = [header_line(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
@@ -103,7 +103,7 @@ def _md_escape(text: str) -> str:
     return text.replace("[", "\\[").replace("]", "\\]")
 
 
-def render_markdown(resp: dict[str, Any]) -> str:
+def render_markdown(resp: SearchResponse) -> str:
     """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
     lines = [f"## Search: {resp['query']}", "", f"_{header_line(resp)}_", ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):

@@ -1,4 +1,5 @@
-"""Chunk-level retrieval: the one core every surface (search, chat, API, MCP) goes through."""
+"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py's SQL,
+and the cache of query vectors that search (service.py) shares."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The search spec's search: validation, cache, the hybrid core, rerank, highlights, facets, suggestions, log.
+"""The search spec's search: validation, cache, ranking (hybrid.py), rerank, highlights, facets, suggestions, log.
 
 `SearchEngine.search` returns the response dict of the search spec and raises RagError subclasses
 (InvalidQuery, IndexUnavailable, DatabaseError...) whose `to_dict()` is the error JSON. Every call
@@ -26,6 +26,7 @@ from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, highlight_texts
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
 from rag_core.search.querylog import log_search, search_metrics
+from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
 from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
@@ -101,7 +102,7 @@ class SearchEngine:
     def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,
                date_from: Any = None, date_to: Any = None, source: Any = None, site_id: Any = None,
                include_context: Any = True, max_chunks: Any = 3, user_id: str | None = None,
-               use_cache: bool = True, typed: bool | None = None) -> dict[str, Any]:
+               use_cache: bool = True, typed: bool | None = None) -> SearchResponse:
         started = time.perf_counter()
         # A surface that knows whether its user typed this query (not a page, filter or chart click) says so;
         # the popular-queries list counts only those.
@@ -163,7 +164,7 @@ class SearchEngine:
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
-    def _run(self, req: SearchRequest) -> tuple[dict[str, Any], list[str], str, dict[str, float]]:
+    def _run(self, req: SearchRequest) -> tuple[SearchResponse, list[str], str, dict[str, float]]:
         self._check_store()
         clock = _StageClock()
         emb = embed_query(self._embedder(), req.query) if req.mode != "fulltext" else None
@@ -233,7 +234,7 @@ class SearchEngine:
             value = chunk.score / self.fusion.max_score if self.fusion.method == "rrf" else chunk.score
         return round(max(0.0, min(1.0, value)), 4)
 
-    def _document(self, req: SearchRequest, core: CoreResult, doc: DocumentHit, marks: list[Highlight]) -> dict[str, Any]:
+    def _document(self, req: SearchRequest, core: CoreResult, doc: DocumentHit, marks: list[Highlight]) -> SearchDocument:
         best = doc.chunks[0] if doc.chunks else None
         result: dict[str, Any] = {
             "id": f"doc_{doc.document_id}",
@@ -275,7 +276,7 @@ class SearchEngine:
             } for c in doc.chunks[:req.max_chunks]]
         return result
 
-    def metrics(self, site_id: str | None = None, since: Any = None) -> dict[str, Any]:
+    def metrics(self, site_id: str | None = None, since: Any = None) -> SearchMetrics:
         try:
             return search_metrics(self.db, site_id=site_id, since=since)
         except psycopg.Error as exc:

@@ -21,7 +21,7 @@ MAX_SOURCE_CHARS = 1000
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """A validated search: what the retrieval core, the cache key and the query log use."""
+    """A validated search: what the ranking SQL, the cache key and the query log use."""
 
     query: str
     mode: str = "hybrid"

@@ -26,8 +26,11 @@ import ipaddress
 import logging
 import re
 import socket
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from typing_extensions import TypedDict
 
 from rag_core.errors import CrawlRefused, FetchError
 from rag_core.settings import RagSettings
@@ -50,6 +53,17 @@ DEFAULT_PORTS = frozenset({80, 443})
 # A last label that is a number (decimal, octal by a leading 0, or 0x hex) makes the host an IPv4
 # address to URL parsers and resolvers, in whatever form they accept.
 _NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+
+
+class CrawlAllowlist(TypedDict):
+    """The domains a crawl may fetch: the environment's (RAG_ALLOWED_DOMAINS, the floor), the ones an
+    admin stored, and their union (`effective`), which every crawl uses."""
+
+    environment: list[str]
+    stored: list[str]
+    effective: list[str]
+    updated_at: datetime | None  # when an admin last stored the list
+    updated_by: str | None
 
 
 def fetch_failure(message: str, reason: str, url: str, **extra: Any) -> FetchError:

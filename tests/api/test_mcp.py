@@ -156,6 +156,29 @@ def test_every_tool_is_listed_with_a_typed_schema(server) -> None:
     assert tools["rag_chat_reset"].annotations.destructive_hint is True
 
 
+def test_structured_results_have_the_workbench_types_as_output_schemas(server, mcp_site) -> None:
+    """The output schemas are derived from the facade's result types, and the client checks each result
+    against them (a result that did not fit would fail the call here)."""
+    from typing_extensions import get_type_hints
+
+    from rag_core.chat.sessions import ChatMessage, SessionsDeleted
+    from rag_core.ingest.store import StoreStatusInfo
+    from rag_core.search.responses import SearchResponse
+
+    tools = {t.name: t for t in with_client(server, lambda c: c.list_tools()).tools}
+    for name, shape, extra in (("rag_status", StoreStatusInfo, set()), ("rag_search", SearchResponse, set()),
+                               ("search_documents", SearchResponse, set()), ("rag_chat_append", ChatMessage, set()),
+                               ("rag_chat_reset", SessionsDeleted, {"session_id"})):
+        assert set(tools[name].output_schema["properties"]) == set(get_type_hints(shape)) | extra, name
+    assert set(tools["rag_chat_history"].output_schema["properties"]) == {"session_id", "messages"}
+    session = f"typed-{uuid.uuid4().hex[:8]}"
+    stored = call(server, "rag_chat_append", {"role": "user", "content": "hello", "session_id": session})
+    assert stored.structured_content["session_created"] is True
+    history = call(server, "rag_chat_history", {"session_id": session})
+    assert [m["content"] for m in history.structured_content["messages"]] == ["hello"]
+    assert call(server, "rag_chat_reset", {"session_id": session}).structured_content["messages"] == 1
+
+
 def test_search_documents_publishes_seed_001_schema(server) -> None:
     tool = next(t for t in with_client(server, lambda c: c.list_tools()).tools if t.name == "search_documents")
     schema = json.loads(json.dumps(tool.input_schema))

@@ -153,3 +153,33 @@ def test_openapi_is_complete_with_examples(client):
     assert set(error["properties"]) == {"success", "error"}
     assert {"BearerAuth", "APIKeyHeader"} & set(doc["components"]["securitySchemes"]) or \
         doc["components"]["securitySchemes"]
+
+
+def test_response_schemas_name_every_key_of_the_workbench_results(client):
+    """The response bodies are derived from the facade's result types: each key they return is documented,
+    with its nesting (a search result's context chunks), and a required key stays required."""
+    from typing_extensions import get_type_hints
+
+    from rag_core.chat.retention import PurgeSummary
+    from rag_core.ingest.store import StoreStatusInfo
+    from rag_core.search.responses import ContextChunk, SearchDocument, SearchMetrics, SearchResponse
+
+    components = client.get("/openapi.json").json()["components"]["schemas"]
+    for component, shape in (("SearchOut", SearchResponse), ("SearchDocument", SearchDocument),
+                             ("ContextChunk", ContextChunk), ("StatusOut", StoreStatusInfo),
+                             ("MetricsOut", SearchMetrics), ("PurgeSummary", PurgeSummary)):
+        assert set(components[component]["properties"]) == set(get_type_hints(shape)), component
+    assert set(components["SearchOut"]["required"]) == set(get_type_hints(SearchResponse))
+    results = components["SearchOut"]["properties"]["results"]["items"]["$ref"]
+    assert results.endswith("/SearchDocument")
+    assert "rerank_score" not in components["SearchDocument"]["required"]  # present only with a reranker
+    assert "data_dir" not in components["StatusOut"]["required"]  # present only for the embedded server
+    # Results that are objects (a chat turn, a crawl report) publish their to_dict(): every field and what it adds.
+    import dataclasses
+
+    from rag_core.chat.turn import ChatTurn
+    from rag_core.ingest.web import WebIngestReport
+
+    assert set(components["ChatTurnOut"]["properties"]) == {f.name for f in dataclasses.fields(ChatTurn)}
+    assert set(components["WebReportOut"]["properties"]) == \
+        {f.name for f in dataclasses.fields(WebIngestReport)} | {"error_counts"}

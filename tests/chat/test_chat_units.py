@@ -188,3 +188,15 @@ def test_source_panels_render_markdown_with_the_quotes_marked() -> None:
     assert "<pre><code><mark" in html and "rag delete x</mark>" in html
     assert "<li><mark" in html and "&lt;b&gt;x&lt;/b&gt;</mark></li>" in html and "<b>" not in html
     assert html.count("<mark") == html.count("</mark>") == 5
+
+
+def test_history_and_context_is_the_text_a_client_answers_from() -> None:
+    request = AnswerRequest(question="And the width?", retrieval_query="evacuation route width", passages=[],
+                            history=[{"role": "user", "content": "Which alarm?"},
+                                     {"role": "assistant", "content": "An automatic one [1]."}],
+                            context_text="--- Reference 1 ---\nSource: a.md\nRoutes are 1.2 m wide.")
+    assert request.history_and_context() == (
+        "HISTORY:\nuser: Which alarm?\nassistant: An automatic one [1].\n\n"
+        "CONTEXT:\n--- Reference 1 ---\nSource: a.md\nRoutes are 1.2 m wide.\n")
+    empty = AnswerRequest(question="Hi", retrieval_query="Hi", passages=[], history=[])
+    assert empty.history_and_context() == "HISTORY:\n(no earlier messages)\n\nCONTEXT:\n(no relevant passages)\n"

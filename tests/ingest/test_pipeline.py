@@ -74,7 +74,8 @@ def test_folder_of_every_type_with_failures_reported(wb, site, tmp_path: Path) -
     assert "utf-8" in failed["binary.txt"].lower()
     assert [Path(s["source"]).name for s in summary["skipped_sources"]] == ["picture.png"]
     # progress reached every file
-    assert seen and seen[-1].files_done == seen[-1].files_total == 12
+    assert seen and seen[-1].done == seen[-1].total == 12
+    assert (seen[-1].files_done, seen[-1].files_total) == (12, 12)  # the older names still read
 
     assert docs["guide.md"]["category"] == "docs" and docs["guide.md"]["title"] == "Installation guide"
     assert docs["manual.pdf"]["title"] == "Field manual"

@@ -95,7 +95,7 @@ def test_index_crawl_ingests_matching_pages_and_skips_unchanged(web_wb, site, sr
     assert report.errors[1]["message"] == "HTTP 404 Not Found"
     assert "/web/about.html" not in srv.state.paths()  # filtered by the pattern, never fetched
     assert not any(p.startswith("/web/articles/steal") for p in srv.state.paths())
-    assert seen and (seen[-1].files_done, seen[-1].files_total) == (5, 5)
+    assert seen and (seen[-1].done, seen[-1].total) == (5, 5)
 
     stored = rows(web_wb, site)
     assert sorted(stored) == sorted(articles)

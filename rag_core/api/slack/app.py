@@ -274,10 +274,10 @@ class SlackBot:
         timeout = self.settings.crawl_timeout_sec
 
         def on_progress(p: Any) -> None:
-            if progress_ts and p.files_total and throttle.due(p.files_done, p.files_total):
+            if progress_ts and p.total and throttle.due(p.done, p.total):
                 chunks = text(language, "progress_chunks", chunks=p.chunks_done) if p.chunks_done else ""
                 self._update(origin.channel, progress_ts, accepted + "\n" +
-                             text(language, "progress", done=p.files_done, total=p.files_total) + chunks)
+                             text(language, "progress", done=p.done, total=p.total) + chunks)
 
         try:
             if cmd.name == "crawl":
