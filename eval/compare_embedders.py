@@ -7,6 +7,7 @@ unit vectors) and report Hit@5, Recall@5, MRR@10, nDCG@10 (binary relevance), co
 throughput (passages/s, one process) and mean single-query embedding latency.
 
     .venv/bin/python eval/compare_embedders.py --json eval/results/embedders.json
+    .venv/bin/python eval/compare_embedders.py --speed     # the default-embedder rule: e5-small against USE, ~1 min
 
 Corpus embeddings are cached as .npy under eval/cache/ (git-ignored), keyed by set, embedder,
 document count and a hash of the document ids; a cached run reports the throughput measured when
@@ -45,6 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = REPO_ROOT / "eval" / "cache"
 DEFAULT_SETS = "scifact,jsquad,ru_construction"
 DEFAULT_EMBEDDERS = "use-multilingual,e5-small,minilm"
+SPEED_EMBEDDERS = "use-multilingual,e5-small"  # the reference first: ratios are to it
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,6 +175,53 @@ def raw_speed(emb, corpus: list[dict], n: int = 96, words: int = 80, batch_size:
             "raw_loadavg": loadavg()}
 
 
+def cpu_flag(flag: str) -> bool | None:
+    """Whether /proc/cpuinfo lists a CPU flag (amx_bf16: torch bf16 is fast); None off Linux."""
+    try:
+        return any(line.startswith("flags") and flag in line.split() for line in Path("/proc/cpuinfo").read_text().splitlines())
+    except OSError:
+        return None
+
+
+def speed_run(names: list[str], corpus: list[dict], queries: list[tuple[str, str]], rounds: int) -> dict:
+    """The default-embedder rule's figures, every embedder in the same run: passages/s (80-word
+    passages, batch 32, median of `rounds` rounds taken in turn, so load changes hit all alike),
+    their ratio to the first embedder, query embedding p50, and the load average before and after."""
+    from rag_core.settings import load_settings
+
+    settings = load_settings(_env_file=None)
+    report = {"threads": settings.embed_threads, "e5_runtime": settings.e5_runtime, "amx_bf16": cpu_flag("amx_bf16"),
+              "loadavg_start": loadavg(), "embedders": {}}
+    embs = {}
+    for name in names:
+        embs[name] = build(name)
+        embs[name].get_query_embedding("warm-up")
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            rates[name].append(raw_speed(embs[name], corpus)["raw_per_s"])
+    for name in names:
+        millis = sorted(query_vectors(embs[name], queries)[1])
+        report["embedders"][name] = {"passages_per_s": statistics.median(rates[name]), "rounds": rates[name],
+                                     "query_ms_p50": round(millis[len(millis) // 2], 2), "queries": len(millis)}
+    first = report["embedders"][names[0]]["passages_per_s"]
+    for name in names:
+        report["embedders"][name]["ratio"] = round(report["embedders"][name]["passages_per_s"] / first, 2)
+    report["loadavg_end"] = loadavg()
+    return report
+
+
+def print_speed(report: dict) -> None:
+    names = list(report["embedders"])
+    print(f"speed: 80-word passages, batch 32, {report['threads']} threads, e5 runtime {report['e5_runtime']}, "
+          f"median of {len(report['embedders'][names[0]]['rounds'])} rounds in turn")
+    for name, r in report["embedders"].items():
+        print(f"  {name:<17} {r['passages_per_s']:7.1f} passages/s (rounds {r['rounds']})  x{r['ratio']:.2f} of "
+              f"{names[0]}  query p50 {r['query_ms_p50']:.1f} ms")
+    print(f"load average {report['loadavg_start']} at start, {report['loadavg_end']} at end; "
+          f"amx_bf16 {'yes' if report['amx_bf16'] else 'no'}; {os.cpu_count()} CPU(s) ({machine_info()['cpu']})")
+
+
 def cache_paths(set_name: str, embedder: str, doc_ids: list[str]) -> tuple[Path, Path]:
     digest = hashlib.sha1("\n".join(doc_ids).encode("utf-8")).hexdigest()[:10]
     stem = f"{set_name}__{embedder}__{len(doc_ids)}docs__{digest}"
@@ -277,7 +326,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--sets", default=DEFAULT_SETS, help="comma-separated set folders under --data-dir")
-    p.add_argument("--embedders", default=DEFAULT_EMBEDDERS, help="comma-separated registry names")
+    p.add_argument("--embedders", default=None,
+                   help=f"comma-separated registry names (default {DEFAULT_EMBEDDERS}; with --speed {SPEED_EMBEDDERS})")
     p.add_argument("--max-queries", type=int, default=300, help="queries per set (seeded sample); 0 = all")
     p.add_argument("--max-docs", type=int, default=0,
                    help="documents per set; 0 = all. Documents relevant to a selected query are always kept")
@@ -287,6 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     p.add_argument("--no-cache", action="store_true", help="re-encode the corpus even if a cache exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--speed", action="store_true",
+                   help="only the speed figures (passages/s, ratio, query p50, load), in about a minute")
+    p.add_argument("--rounds", type=int, default=3, help="--speed: encode rounds per embedder, taken in turn")
     return p.parse_args(argv)
 
 
@@ -294,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started, wall_start = datetime.now(timezone.utc), time.perf_counter()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    names = [e.strip() for e in args.embedders.split(",") if e.strip()]
+    chosen = args.embedders or (SPEED_EMBEDDERS if args.speed else DEFAULT_EMBEDDERS)
+    names = [e.strip() for e in chosen.split(",") if e.strip()]
     from rag_core.errors import InvalidInput
     from rag_core.evaluation.datasets import eval_data_dir, eval_set_dir
 
@@ -309,6 +363,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine['nproc']} CPU(s), {machine['cpu']}, {machine['mem_gb']} GB; "
           f"load average {machine['loadavg_start']}", file=sys.stderr)
 
+    if args.speed:
+        corpus, queries, _, _ = load_set(data_dir, sets[0], 100, 0, args.seed)
+        report = speed_run(names, corpus, queries, args.rounds)
+        print_speed(report)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"generated": started.isoformat(timespec="seconds"), "machine": machine,
+                                             "speed": report}, indent=2) + "\n", encoding="utf-8")
+        return 0
     data = {s: load_set(data_dir, s, args.max_queries, args.max_docs, args.seed) for s in sets}
     rows, embedders_info = [], {}
     for name in names:
