@@ -232,20 +232,34 @@ def with_cited_documents(wb: "Workbench", query: str, hits: Sequence[ChunkHit], 
     previous = next((m for m in reversed(history) if m["role"] == "assistant"), None)
     sources = (previous or {}).get("sources") or []
     cited = [s for s in sources if f"[{s.get('n')}]" in previous["content"]] or sources
-    documents = {int(s["documentId"]): s["documentPath"] for s in cited if s.get("documentId") and s.get("documentPath")}
+    documents = sorted({int(s["documentId"]) for s in cited if s.get("documentId")})
     if not documents:
         return list(hits)
-    from rag_core.search.hybrid import fusion_for, search_chunks
     from rag_core.search.retrieval import embed_query
 
-    text = " ".join(query.split())
-    vector, fusion = embed_query(wb.embedder, text), fusion_for(wb.embedder_name)
+    vector = embed_query(wb.embedder, " ".join(query.split()))
+    with wb.db.connection() as conn:
+        rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "documents": documents, "site": site_id,
+                                                "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
-    for document_id, path in documents.items():
-        for hit in search_chunks(wb.db, text, vector, k=k, site_id=site_id, source=path, fusion=fusion):
-            if hit.document_id == document_id:
-                found.setdefault(hit.chunk_id, hit)
+    for r in rows:
+        found.setdefault(int(r[0]), ChunkHit(
+            chunk_id=int(r[0]), document_id=int(r[1]), site_id=r[2], source=r[3], title=r[4], file_type=r[5],
+            chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
+            similarity=max(0.0, min(1.0, float(r[11] or 0.0))), score=float(r[11] or 0.0), language=r[12]))
     return sorted(found.values(), key=lambda h: -h.similarity)[:k]
+
+
+# The chunks of some documents most similar to a query vector, by exact cosine (no index: a few documents).
+_CITED_CHUNKS_SQL = """
+SELECT c.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text, c.start_char,
+       c.end_char, c.page_number, 1 - (c.embedding <=> %(vector)s::vector) AS cos, c.language
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.document_id = ANY(%(documents)s) AND c.embedding IS NOT NULL
+  AND (%(site)s::text IS NULL OR c.site_id = %(site)s)
+ORDER BY cos DESC, c.id
+LIMIT %(k)s
+"""
 
 
 def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
