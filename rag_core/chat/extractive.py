@@ -41,6 +41,8 @@ TOPIC_SHARE = 0.3
 # topic's words scores this share: "From the command line: rag ingest" is off topic after "How do I
 # delete a document?", whatever words it shares with "And how do I do that from the command line?".
 OFF_TOPIC = 0.3
+# ...and so does one whose similarity to the folded question is below this share of the closest one's.
+STANDALONE_RATIO = 0.6
 # A sentence this close in meaning to the question (cosine) answers it without sharing its words.
 ANSWERS_DENSE = 0.45
 
@@ -185,19 +187,23 @@ def sections(text: str) -> list[str]:
 
 
 def _off_topic(sentences: Sequence[Sentence], section_terms: Sequence[set[str]], topic: set[str],
-               own_dense: Sequence[float]) -> list[bool]:
+               own_dense: Sequence[float], standalone: Sequence[float]) -> list[bool]:
     """Which sentences of a follow-up's passages leave the conversation's topic.
 
-    Off topic: its section names none of the earlier topic's words while another section does, it
-    is not close in meaning (`ANSWERS_DENSE`) to the message by itself, and its passage is not the
-    one retrieval put first (a new topic taken for a follow-up still has its passage there).
+    Off topic: its section names none of the earlier topic's words while another section does, or
+    its meaning is far from the standalone question (below `STANDALONE_RATIO` of the closest
+    sentence's similarity to it: a section can name "documents" in passing); and it is not close in
+    meaning (`ANSWERS_DENSE`) to the message by itself, and its passage is not the one retrieval put
+    first (a new topic taken for a follow-up still has its passage there).
     """
     on_topic = [bool(words & topic) for words in section_terms]
     if not any(on_topic):
         return [False] * len(sentences)
+    best = max(standalone, default=0.0)
+    far = [d < STANDALONE_RATIO * best for d in standalone] if best > 0 else [False] * len(sentences)
     first = sentences[0].passage
-    return [not kept and own < ANSWERS_DENSE and s.passage != first
-            for s, kept, own in zip(sentences, on_topic, own_dense)]
+    return [(not kept or away) and own < ANSWERS_DENSE and s.passage != first
+            for s, kept, away, own in zip(sentences, on_topic, far, own_dense)]
 
 
 def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, context_query: str = "",
@@ -246,6 +252,7 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
     for s, ts in zip(sentences, sent_terms):
         s.lexical = sum(w for t, w in weights.items() if t in ts) / norm
     own_dense = [0.0] * len(sentences)  # similarity to the message alone
+    standalone: list[float] = []        # similarity to the folded query, when there is one
     if embed is not None and embed_query is not None:
         m = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
@@ -257,9 +264,11 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
             sims = [float(max(0.0, d)) for d in m @ q]
             if i == 0:
                 own_dense = sims
+            else:
+                standalone = sims
             for s, d in zip(sentences, sims):
                 s.dense = max(s.dense, d)
-    off_topic = _off_topic(sentences, section_terms, set(topic), own_dense)
+    off_topic = _off_topic(sentences, section_terms, set(topic), own_dense, standalone)
     for s, off in zip(sentences, off_topic):
         # Earlier references ranked higher in retrieval: a small tie-breaker in their favour.
         s.score = (s.lexical + 0.5 * s.dense + 0.02 / s.passage) * (OFF_TOPIC if off else 1.0)

@@ -195,8 +195,8 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     words (more of the message's terms) and in meaning (cosine higher by more than
     `FOLLOW_UP_MARGIN`): a new topic has such a passage, and the previous question must not
     outrank it. A follow-up ("and from the command line?", "А высота?") has none, so the
-    conversation's topic is kept, and the documents the last answer cited stay candidates
-    (`with_cited_documents`). Measured on the multi-turn set (eval/bench_multiturn.py).
+    conversation's topic is kept, and the passages the last answer cited stay candidates
+    (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
     alone = wb.retrieve(message, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
@@ -208,7 +208,7 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     if not contextual:
         return message, alone
     if not alone or alone[0].chunk_id == contextual[0].chunk_id:
-        return folded, with_cited_documents(wb, folded, contextual, history, k=k, site_id=site_id)
+        return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)
     from rag_core.search.hybrid import term_coverage
 
     own, other = alone[0], contextual[0]
@@ -217,35 +217,51 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     closer_in_meaning = own.similarity - message_similarity(wb, message, [other], alone)[0] > FOLLOW_UP_MARGIN
     if closer_in_words and closer_in_meaning:
         return message, alone
-    return folded, with_cited_documents(wb, folded, contextual, history, k=k, site_id=site_id)
+    return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)
 
 
-def with_cited_documents(wb: "Workbench", query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
+def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
                          *, k: int, site_id: str | None) -> list[ChunkHit]:
-    """A follow-up's hits joined by the best chunks, for its folded query, of the documents the last answer cited.
+    """A follow-up's hits joined by the chunks the last answer cited and the chunks beside them.
 
     The folded query's own top k can miss the passage the conversation is about ("How do I delete a
     document?" then "And from the command line?" ranked `rag ingest` above the delete section, which
-    the first answer had quoted): the cited documents' chunks are candidates too, and the k most
-    similar to the folded query are kept, most similar first.
+    the first answer had quoted): those chunks are candidates too, and the k most similar to the
+    folded query are kept, most similar first. Whole documents were too wide: a long README brought
+    in passages that shared a word with the follow-up and nothing else.
     """
     previous = next((m for m in reversed(history) if m["role"] == "assistant"), None)
     sources = (previous or {}).get("sources") or []
     cited = [s for s in sources if f"[{s.get('n')}]" in previous["content"]] or sources
-    documents = {int(s["documentId"]): s["documentPath"] for s in cited if s.get("documentId") and s.get("documentPath")}
-    if not documents:
+    chunks = sorted({int(s["chunkId"]) for s in cited if s.get("chunkId")})
+    if not chunks:
         return list(hits)
-    from rag_core.search.hybrid import fusion_for, search_chunks
     from rag_core.search.retrieval import embed_query
 
-    text = " ".join(query.split())
-    vector, fusion = embed_query(wb.embedder, text), fusion_for(wb.embedder_name)
+    vector = embed_query(wb.embedder, " ".join(query.split()))
+    with wb.db.connection() as conn:
+        rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "chunks": chunks, "site": site_id,
+                                                "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
-    for document_id, path in documents.items():
-        for hit in search_chunks(wb.db, text, vector, k=k, site_id=site_id, source=path, fusion=fusion):
-            if hit.document_id == document_id:
-                found.setdefault(hit.chunk_id, hit)
+    for r in rows:
+        found.setdefault(int(r[0]), ChunkHit(
+            chunk_id=int(r[0]), document_id=int(r[1]), site_id=r[2], source=r[3], title=r[4], file_type=r[5],
+            chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
+            similarity=max(0.0, min(1.0, float(r[11] or 0.0))), score=float(r[11] or 0.0), language=r[12]))
     return sorted(found.values(), key=lambda h: -h.similarity)[:k]
+
+
+# Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).
+_CITED_CHUNKS_SQL = """
+WITH cited AS (SELECT document_id, chunk_index FROM chunks WHERE id = ANY(%(chunks)s))
+SELECT c.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text, c.start_char,
+       c.end_char, c.page_number, 1 - (c.embedding <=> %(vector)s::vector) AS cos, c.language
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE EXISTS (SELECT 1 FROM cited x WHERE x.document_id = c.document_id AND abs(x.chunk_index - c.chunk_index) <= 1)
+  AND c.embedding IS NOT NULL AND (%(site)s::text IS NULL OR c.site_id = %(site)s)
+ORDER BY cos DESC, c.id
+LIMIT %(k)s
+"""
 
 
 def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
