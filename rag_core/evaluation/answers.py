@@ -15,12 +15,15 @@ import os
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
 from rag_core.evaluation.datasets import BeirDataset
 from rag_core.evaluation.runner import EVAL_SITE_PREFIX, ingest_dataset
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
 
 # ragas sends usage analytics from evaluate() unless this is set before it is imported.
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
@@ -51,7 +54,7 @@ def answer_contains_reference(answer: str, references: list[str]) -> float:
     return 1.0 if any(ref and "".join(ref.split()) in squash for ref in references) else 0.0
 
 
-def ask(wb: Any, ds: BeirDataset, k: int = 5, log: Callable[[str], None] | None = print) -> list[ChatRecord]:
+def ask(wb: Workbench, ds: BeirDataset, k: int = 5, log: Callable[[str], None] | None = print) -> list[ChatRecord]:
     """Ingest the set (once) and ask each question with reference answers in a fresh chat session."""
     import time
 
@@ -145,7 +148,7 @@ def summary(scores: pd.DataFrame) -> pd.DataFrame:
                          "turns": [int(scores[m].notna().sum()) for m in present]})
 
 
-def llm_metrics_status(wb: Any) -> tuple[bool, str]:
+def llm_metrics_status(wb: Workbench) -> tuple[bool, str]:
     """(available, note): faithfulness and answer relevancy need a generative RAG_LLM served over the OpenAI API."""
     llm = wb.settings.llm
     if llm == "openai":
@@ -173,12 +176,12 @@ def _ragas_embeddings(embedder: Any) -> Any:
     return WorkbenchEmbeddings()
 
 
-def score_with_llm(wb: Any, records: list[ChatRecord]) -> pd.DataFrame:
+def score_with_llm(wb: Workbench, records: list[ChatRecord]) -> pd.DataFrame:
     """Faithfulness and answer relevancy per turn, judged by the configured OpenAI-compatible LLM."""
     return outside_event_loop(lambda: _score_with_llm(wb, records))
 
 
-def _score_with_llm(wb: Any, records: list[ChatRecord]) -> pd.DataFrame:
+def _score_with_llm(wb: Workbench, records: list[ChatRecord]) -> pd.DataFrame:
     available, note = llm_metrics_status(wb)
     if not available:
         raise RuntimeError(note)

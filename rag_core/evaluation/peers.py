@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,9 @@ from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentil
 from rag_core.evaluation.scale import chunk_inputs
 from rag_core.evaluation.vectors import CachedEmbedder, embed_once, load_cache, save_cache, text_key
 from rag_core.textproc import cjk_bigrams, detect_language
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
 
 SITE = "peers"
 CHUNK_DEPTH = 40   # chunks asked of each peer so that ten distinct documents remain after folding
@@ -73,7 +76,7 @@ def fold_to_documents(chunk_doc_ids: Sequence[str], depth: int = DOC_DEPTH) -> l
     return list(dict.fromkeys(chunk_doc_ids))[:depth]
 
 
-def prepare_corpus(wb: Any, ds: BeirDataset, vectors: dict[str, np.ndarray] | None = None,
+def prepare_corpus(wb: Workbench, ds: BeirDataset, vectors: dict[str, np.ndarray] | None = None,
                    log: Callable[[str], None] | None = print) -> PeerCorpus:
     """Chunk every document as our pipeline does and embed each chunk once (cached in `vectors`)."""
     s = wb.settings
@@ -99,7 +102,7 @@ def _query_loop(run: SystemRun, ds: BeirDataset, search: Callable[[str], list[st
         run.latencies_ms.append((time.perf_counter() - started) * 1000)
 
 
-def run_ours(wb: Any, corpus: PeerCorpus, modes: Sequence[str] = ("hybrid", "fulltext", "semantic")) -> list[SystemRun]:
+def run_ours(wb: Workbench, corpus: PeerCorpus, modes: Sequence[str] = ("hybrid", "fulltext", "semantic")) -> list[SystemRun]:
     """Our store in a database of its own on the same server; one run per search mode."""
     from rag_core import open_workbench
     from rag_core.db.database import create_database_if_missing, drop_database, with_database
@@ -144,7 +147,7 @@ def run_ours(wb: Any, corpus: PeerCorpus, modes: Sequence[str] = ("hybrid", "ful
     return runs
 
 
-def run_llamaindex(wb: Any, corpus: PeerCorpus) -> SystemRun:
+def run_llamaindex(wb: Workbench, corpus: PeerCorpus) -> SystemRun:
     """LlamaIndex's default VectorStoreIndex (in memory); disk is its persisted JSON."""
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.schema import TextNode
@@ -166,7 +169,7 @@ def run_llamaindex(wb: Any, corpus: PeerCorpus) -> SystemRun:
     return run
 
 
-def run_chroma(wb: Any, corpus: PeerCorpus) -> SystemRun:
+def run_chroma(wb: Workbench, corpus: PeerCorpus) -> SystemRun:
     """ChromaDB persistent client in a temporary folder, cosine HNSW, our vectors passed in."""
     import chromadb
     from chromadb.config import Settings
@@ -258,7 +261,7 @@ def with_ratios(table: pd.DataFrame, reference: str = "ours (hybrid)") -> pd.Dat
     return out
 
 
-def compare_peers(wb: Any, ds: BeirDataset, cache_path: Path | None = None,
+def compare_peers(wb: Workbench, ds: BeirDataset, cache_path: Path | None = None,
                   log: Callable[[str], None] | None = print) -> pd.DataFrame:
     """Every system on one corpus in one run: quality, latency, ingest time and disk, with ratios to ours.
 

@@ -25,6 +25,8 @@ from rag_core.search.validation import MAX_QUERY_CHARS, MODES
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rag_core.workbench import Workbench
+
 EVAL_SITE_PREFIX = "eval:"
 RANK_DEPTH = 10  # mrr@10 and ndcg@10 need the top ten documents
 
@@ -100,7 +102,7 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {cpu or 'unknown CPU'}, {platform.system()} {platform.release()}"
 
 
-def ingest_dataset(wb: Any, ds: BeirDataset, progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
+def ingest_dataset(wb: Workbench, ds: BeirDataset, progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Put the corpus into `eval:<name>` (unchanged documents are skipped); returns the ingest summary."""
     site = EVAL_SITE_PREFIX + ds.name
     records = [{"source": ds.source_of(d["_id"]), "title": d["title"], "text": d["text"]} for d in ds.corpus]
@@ -111,7 +113,7 @@ def ingest_dataset(wb: Any, ds: BeirDataset, progress: Callable[[Any], None] | N
     return result
 
 
-def prune_site(wb: Any, site: str, keep: set[str]) -> int:
+def prune_site(wb: Workbench, site: str, keep: set[str]) -> int:
     """Delete the documents of an eval site that the set no longer holds (a sample drawn differently)."""
     stale, offset = [], 0
     while True:
@@ -125,7 +127,7 @@ def prune_site(wb: Any, site: str, keep: set[str]) -> int:
     return len(stale)
 
 
-def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
+def run_eval(wb: Workbench, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
              ingest_progress: Callable[[Any], None] | None = None,
              query_progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Ingest a BEIR set (a folder, or a set name in RAG_EVAL_DATA) once and score its judged queries."""
@@ -144,7 +146,7 @@ def run_eval(wb: Any, path: str | Path, *, mode: str = "hybrid", k: int = 5, max
                             query_progress=query_progress)
 
 
-def evaluate_dataset(wb: Any, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
+def evaluate_dataset(wb: Workbench, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
                      ingest_progress: Callable[[Any], None] | None = None,
                      query_progress: Callable[[int, int], None] | None = None,
                      engine: Any = None, label: str | None = None, site_id: str | None = None) -> EvalResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from rag_core.errors import RagError
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.vectors import text_key
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
 
 SETS = ("ru_construction", "scifact", "jsquad")
 SITE = "bench"
@@ -50,7 +53,7 @@ def build_records(queries_per_set: int = 100) -> tuple[list[dict], list[dict]]:
     return records, queries
 
 
-def vectors_from_store(wb: Any) -> dict[str, np.ndarray]:
+def vectors_from_store(wb: Workbench) -> dict[str, np.ndarray]:
     """Chunk vectors of the eval:* sites already in a store (same chunking, same embedder), keyed by text."""
     from rag_core.textproc import embedding_input
 
@@ -82,7 +85,7 @@ def repeated_batches(records: Sequence[dict], batch_docs: int = 400) -> Iterator
         variant += 1
 
 
-def bulk_ingest(wb: Any, records: Sequence[dict], target: int, unit: str = "chunks", site: str = SITE,
+def bulk_ingest(wb: Workbench, records: Sequence[dict], target: int, unit: str = "chunks", site: str = SITE,
                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Ingest repeats until `target` chunks (or documents) are stored; HNSW built once at the end."""
     from rag_core.ingest import store, vector_index
@@ -122,7 +125,7 @@ def bulk_ingest(wb: Any, records: Sequence[dict], target: int, unit: str = "chun
             "index_s": round(time.perf_counter() - started, 1), "reused_store": reused}
 
 
-def timed_search(wb: Any, query: str, site: str = SITE, **kw: Any) -> tuple[float, str | None, int]:
+def timed_search(wb: Workbench, query: str, site: str = SITE, **kw: Any) -> tuple[float, str | None, int]:
     """(milliseconds, error code or None, total results) of one uncached Workbench search."""
     started = time.perf_counter()
     try:
@@ -138,7 +141,7 @@ def latency_summary(ms: Sequence[float]) -> dict[str, float]:
             "mean": round(statistics.fmean(ms), 1) if ms else 0.0}
 
 
-def measure_modes(wb: Any, queries: Sequence[str], site: str = SITE,
+def measure_modes(wb: Workbench, queries: Sequence[str], site: str = SITE,
                   log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
     """Latency of every mode with and without filters over the same queries."""
     results: dict[str, dict[str, Any]] = {}
@@ -154,7 +157,7 @@ def measure_modes(wb: Any, queries: Sequence[str], site: str = SITE,
     return results
 
 
-def store_sizes(wb: Any) -> dict[str, int]:
+def store_sizes(wb: Workbench) -> dict[str, int]:
     """Bytes of the database, the chunks table with its TOAST, and each index on chunks."""
     with wb.db.connection() as conn:
         sizes = {"database": conn.execute("SELECT pg_database_size(current_database())").fetchone()[0],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
@@ -18,6 +18,9 @@ from rag_core.evaluation.charts import TARGET_HIT, TARGET_LATENCY_MS
 from rag_core.evaluation.datasets import BeirDataset, available_sets
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
 from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, load_eval_set
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_MODES = ("semantic", "fulltext", "hybrid")
@@ -36,7 +39,7 @@ def write_json(folder: Path, name: str, data: Any) -> Path:
     return path
 
 
-def search_modes(wb: Any) -> tuple[list[tuple[str, str, Any]], str]:
+def search_modes(wb: Workbench) -> tuple[list[tuple[str, str, Any]], str]:
     """(label, mode, engine) for each mode to measure, and a note on reranking.
 
     "hybrid+rerank" is added when RAG_RERANKER names a model; plain hybrid then runs on a
@@ -100,7 +103,7 @@ def failed_queries(result: EvalResult, ds: BeirDataset, limit: int = 10) -> pd.D
     return pd.DataFrame(rows, columns=["query", "expected", "expected rank", "ranked above it"])
 
 
-def run_retrieval_suite(wb: Any, sets: list[str] | None = None, sample: int | None = None,
+def run_retrieval_suite(wb: Workbench, sets: list[str] | None = None, sample: int | None = None,
                         distractors: int = DEFAULT_DISTRACTORS, out: Path | None = None,
                         log: Callable[[str], None] | None = print) -> RetrievalRun:
     """Each set in RAG_EVAL_DATA (sampled when RAG_EVAL_SAMPLE > 0) through each mode; writes JSON per set and mode.

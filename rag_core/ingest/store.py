@@ -257,8 +257,8 @@ class DocumentListing(TypedDict):
     id: int
     site_id: str
     source: str
-    title: str | None
-    file_type: str | None
+    title: str
+    file_type: str
     file_size: int
     category: str
     language: str | None

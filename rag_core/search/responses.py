@@ -37,9 +37,9 @@ class SearchDocument(TypedDict):
     id: str  # "doc_<document_id>"
     document_id: int
     site_id: str
-    title: str | None
+    title: str  # "" when the document has none
     file_path: str  # the document's source: a file path or a URL
-    file_type: str | None
+    file_type: str
     file_size: str  # human-readable, e.g. "12.3 KB"
     file_size_bytes: int
     created_at: str | None  # ISO 8601, UTC
