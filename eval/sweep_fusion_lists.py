@@ -39,16 +39,16 @@ def log(message: str) -> None:
     print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
 
 
-def collect(sets: list[str], cache_dir: Path) -> None:
+def collect(sets: list[str], cache_dir: Path, sample: int = 0, distractors: int = 0) -> None:
     from rag_core import open_workbench
-    from rag_core.evaluation.datasets import find_eval_set, load_beir
+    from rag_core.evaluation.sampling import load_eval_set
     from rag_core.evaluation.runner import EVAL_SITE_PREFIX, ingest_dataset
     from rag_core.search.hybrid import fulltext_ranking
     from rag_core.search.validation import MAX_QUERY_CHARS
 
     with open_workbench() as wb:
         for name in sets:
-            ds = load_beir(find_eval_set(name, wb.settings.eval_data_dir))
+            ds = load_eval_set(name, sample, distractors, root=wb.settings.eval_data_dir)
             last = [0.0]
 
             def report(p, name=name, last=last) -> None:
@@ -57,7 +57,7 @@ def collect(sets: list[str], cache_dir: Path) -> None:
                     log(f"ingest {name}: {p.files_done}/{p.files_total} documents, {p.chunks_done} chunks")
 
             log(f"ingested {name}: {ingest_dataset(wb, ds, report)}")
-            site = EVAL_SITE_PREFIX + name
+            site = EVAL_SITE_PREFIX + ds.name
             with wb.db.connection() as conn:
                 rows = conn.execute("SELECT c.id, d.source, c.embedding::text FROM chunks c "
                                     "JOIN documents d ON d.id = c.document_id WHERE c.site_id = %s", (site,)).fetchall()
@@ -71,12 +71,12 @@ def collect(sets: list[str], cache_dir: Path) -> None:
                 fulltext.append(fulltext_ranking(wb.db, text, k=DEPTH, site_id=site)[0])
                 if n % 500 == 0:
                     log(f"lists {name}: {n}/{len(qids)} queries")
-            with (cache_dir / f"{name}.cache.pkl").open("wb") as fh:
+            with (cache_dir / f"{ds.name}.cache.pkl").open("wb") as fh:
                 pickle.dump({"embedder": wb.embedder_name, "ids": np.array([r[0] for r in rows]),
                              "docs": [doc_of_source.get(r[1], r[1]) for r in rows], "mat": matrix, "qids": qids,
                              "qv": np.array(vectors, dtype=np.float32), "ft": fulltext,
                              "qrels": {q: ds.qrels[q] for q in qids}}, fh)
-            log(f"cached {name}: {len(rows)} chunks, {len(qids)} queries")
+            log(f"cached {ds.name}: {len(rows)} chunks, {len(qids)} queries")
 
 
 class Lists:
@@ -193,10 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", type=Path, default=Path(__file__).resolve().parent / "cache")
     p.add_argument("--floor", type=float, default=None, help="cosine a dense-only chunk needs (the embedder's floor)")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--sample", type=int, default=0,
+                   help="collect: the first N judged queries with up to 5 judged documents each (set <name>-s<N>)")
+    p.add_argument("--distractors", type=int, default=150, help="collect: other documents beside a sample's judged ones")
     args = p.parse_args(argv)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "collect":
-        collect(args.sets, args.cache_dir)
+        collect(args.sets, args.cache_dir, args.sample, args.distractors)
         return 0
     return sweep(args.sets, args.cache_dir, args.floor, args.json)
 
