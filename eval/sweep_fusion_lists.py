@@ -39,44 +39,50 @@ def log(message: str) -> None:
     print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
 
 
-def collect(sets: list[str], cache_dir: Path) -> None:
-    from rag_core import open_workbench
-    from rag_core.evaluation.datasets import find_eval_set, load_beir
+def collect_lists(wb, ds) -> dict:
+    """Ingest `ds` into its eval site (once) and return its cached candidate lists (see the module text)."""
     from rag_core.evaluation.runner import EVAL_SITE_PREFIX, ingest_dataset
     from rag_core.search.hybrid import fulltext_ranking
     from rag_core.search.validation import MAX_QUERY_CHARS
 
+    last = [0.0]
+
+    def report(p) -> None:
+        if time.time() - last[0] > 30 or p.files_done == p.files_total:
+            last[0] = time.time()
+            log(f"ingest {ds.name}: {p.files_done}/{p.files_total} documents, {p.chunks_done} chunks")
+
+    log(f"ingested {ds.name}: {ingest_dataset(wb, ds, report)}")
+    site = EVAL_SITE_PREFIX + ds.name
+    with wb.db.connection() as conn:
+        rows = conn.execute("SELECT c.id, d.source, c.embedding::text FROM chunks c "
+                            "JOIN documents d ON d.id = c.document_id WHERE c.site_id = %s", (site,)).fetchall()
+    matrix = np.array([json.loads(r[2]) for r in rows], dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
+    qids, vectors, fulltext = ds.judged_queries, [], []
+    for n, qid in enumerate(qids, 1):
+        text = ds.queries[qid][:MAX_QUERY_CHARS]
+        vectors.append(wb.embedder.get_query_embedding(text))
+        fulltext.append(fulltext_ranking(wb.db, text, k=DEPTH, site_id=site)[0])
+        if n % 500 == 0:
+            log(f"lists {ds.name}: {n}/{len(qids)} queries")
+    return {"embedder": wb.embedder_name, "ids": np.array([r[0] for r in rows]),
+            "docs": [doc_of_source.get(r[1], r[1]) for r in rows], "mat": matrix, "qids": qids,
+            "qv": np.array(vectors, dtype=np.float32), "ft": fulltext, "qrels": {q: ds.qrels[q] for q in qids}}
+
+
+def collect(sets: list[str], cache_dir: Path, sample: int = 0, distractors: int = 0) -> None:
+    from rag_core import open_workbench
+    from rag_core.evaluation.sampling import load_eval_set
+
     with open_workbench() as wb:
         for name in sets:
-            ds = load_beir(find_eval_set(name, wb.settings.eval_data_dir))
-            last = [0.0]
-
-            def report(p, name=name, last=last) -> None:
-                if time.time() - last[0] > 30 or p.files_done == p.files_total:
-                    last[0] = time.time()
-                    log(f"ingest {name}: {p.files_done}/{p.files_total} documents, {p.chunks_done} chunks")
-
-            log(f"ingested {name}: {ingest_dataset(wb, ds, report)}")
-            site = EVAL_SITE_PREFIX + name
-            with wb.db.connection() as conn:
-                rows = conn.execute("SELECT c.id, d.source, c.embedding::text FROM chunks c "
-                                    "JOIN documents d ON d.id = c.document_id WHERE c.site_id = %s", (site,)).fetchall()
-            matrix = np.array([json.loads(r[2]) for r in rows], dtype=np.float32)
-            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-            doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
-            qids, vectors, fulltext = ds.judged_queries, [], []
-            for n, qid in enumerate(qids, 1):
-                text = ds.queries[qid][:MAX_QUERY_CHARS]
-                vectors.append(wb.embedder.get_query_embedding(text))
-                fulltext.append(fulltext_ranking(wb.db, text, k=DEPTH, site_id=site)[0])
-                if n % 500 == 0:
-                    log(f"lists {name}: {n}/{len(qids)} queries")
-            with (cache_dir / f"{name}.cache.pkl").open("wb") as fh:
-                pickle.dump({"embedder": wb.embedder_name, "ids": np.array([r[0] for r in rows]),
-                             "docs": [doc_of_source.get(r[1], r[1]) for r in rows], "mat": matrix, "qids": qids,
-                             "qv": np.array(vectors, dtype=np.float32), "ft": fulltext,
-                             "qrels": {q: ds.qrels[q] for q in qids}}, fh)
-            log(f"cached {name}: {len(rows)} chunks, {len(qids)} queries")
+            ds = load_eval_set(name, sample, distractors, root=wb.settings.eval_data_dir)
+            cache = collect_lists(wb, ds)
+            with (cache_dir / f"{ds.name}.cache.pkl").open("wb") as fh:
+                pickle.dump(cache, fh)
+            log(f"cached {ds.name}: {len(cache['ids'])} chunks, {len(cache['qids'])} queries")
 
 
 class Lists:
@@ -109,8 +115,8 @@ class Lists:
                     cols[key].append(value)
         self.rows = {k: np.asarray(v) for k, v in cols.items()}
 
-    def score(self, score: np.ndarray, keep: np.ndarray) -> dict[str, float]:
-        """hit@5 and nDCG@10 of the documents ranked by their best kept chunk."""
+    def rank(self, score: np.ndarray, keep: np.ndarray) -> list[list[str]]:
+        """Each query's top-10 document ids, documents ranked by their best kept chunk."""
         r = self.rows
         sel = np.flatnonzero(keep)
         order = sel[np.lexsort((r["chunk"][sel], -score[sel], r["q"][sel]))]
@@ -121,6 +127,11 @@ class Lists:
         for q, d in zip(r["q"][order], r["doc"][order]):
             if len(ranked[q]) < 10:
                 ranked[q].append(self.doc_names[d])
+        return ranked
+
+    def score(self, score: np.ndarray, keep: np.ndarray) -> dict[str, float]:
+        """hit@5 and nDCG@10 of the documents ranked by their best kept chunk."""
+        ranked = self.rank(score, keep)
         rel = [self.qrels[q] for q in self.qids]
         n = len(self.qids)
         return {"hit@5": sum(self.hit(x, g, 5) for x, g in zip(ranked, rel)) / n,
@@ -133,13 +144,17 @@ class Lists:
         return self.score(r["cos"], np.isfinite(r["dr"]))
 
     def fused(self, setting: dict, floor: float | None) -> dict[str, float]:
+        return self.score(*self.fused_scores(setting, floor))
+
+    def fused_scores(self, setting: dict, floor: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's fused score and whether the hybrid statement keeps it (full-text match or cosine >= floor)."""
         r = self.rows
         if setting["method"] == "rrf":
             score = 1.0 / (setting["k"] + r["fr"]) + setting["w_dense"] / (setting["k"] + r["dr"])
         else:
             score = setting["alpha"] * r["bm25n"] + (1 - setting["alpha"]) * r["cos"]
         keep = np.isfinite(r["fr"]) | (r["cos"] >= (floor if floor is not None else -2.0))
-        return self.score(score, keep)
+        return score, keep
 
 
 def settings_grid() -> list[dict]:
@@ -193,10 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", type=Path, default=Path(__file__).resolve().parent / "cache")
     p.add_argument("--floor", type=float, default=None, help="cosine a dense-only chunk needs (the embedder's floor)")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--sample", type=int, default=0,
+                   help="collect: the first N judged queries with up to 5 judged documents each (set <name>-s<N>)")
+    p.add_argument("--distractors", type=int, default=150, help="collect: other documents beside a sample's judged ones")
     args = p.parse_args(argv)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "collect":
-        collect(args.sets, args.cache_dir)
+        collect(args.sets, args.cache_dir, args.sample, args.distractors)
         return 0
     return sweep(args.sets, args.cache_dir, args.floor, args.json)
 
