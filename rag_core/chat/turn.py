@@ -231,9 +231,11 @@ def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], h
     in passages that shared a word with the follow-up and nothing else.
     """
     previous = next((m for m in reversed(history) if m["role"] == "assistant"), None)
-    sources = (previous or {}).get("sources") or []
-    cited = [s for s in sources if f"[{s.get('n')}]" in previous["content"]] or sources
-    chunks = sorted({int(s["chunkId"]) for s in cited if s.get("chunkId")})
+    # Sources a client stored through chat_append are free-form: only whole chunk ids count.
+    sources = [s for s in (previous or {}).get("sources") or [] if isinstance(s, dict)]
+    cited = [s for s in sources if f"[{s.get('n')}]" in str(previous["content"])] or sources
+    chunks = sorted({int(c) for c in (str(s.get("chunkId", "")) for s in cited)
+                     if c.isascii() and c.isdigit() and len(c) <= 18})
     if not chunks:
         return list(hits)
     from rag_core.search.retrieval import embed_query

@@ -104,3 +104,13 @@ def test_a_japanese_question_keeps_a_source_that_holds_its_words(wb, japanese_si
     turn = wb.chat("ソメイヨシノを広めたのは誰ですか？", session_id=session_id, site_id=japanese_site)
     assert turn.sources and turn.sources[0].path == "ja/sakura.txt"
     assert "植木職人" in turn.answer
+
+
+def test_a_follow_up_after_sources_a_client_stored_by_hand_is_answered(wb, sample_site, session_id) -> None:
+    """chat_append stores whatever sources a client sends; a follow-up reads only whole chunk ids from them."""
+    wb.chat("How do I delete a document?", session_id=session_id, site_id=sample_site)
+    wb.chat_append(session_id, "assistant", "See [1], [2] and [3].",
+                   sources=[{"n": 1, "chunkId": "not-a-number"}, {"n": 2, "chunkId": str(10**30)}, "junk",
+                            {"n": 3, "chunkId": -4}])
+    turn = wb.chat("And how do I do that from the command line?", session_id=session_id, site_id=sample_site)
+    assert turn.flags["condensed"] and turn.sources, turn.answer
