@@ -11,7 +11,7 @@ the relevance floor on dense-only chunks, then documents by their best chunk, to
 `rag_core.evaluation.metrics`. The lists and the floor are those of a search; only the dense
 ranking is exact where the store may use HNSW, so check the chosen setting with `rag eval`.
 
-    RAG_EMBEDDER=e5-small RAG_DATA_DIR=/tmp/e5 .venv/bin/python eval/sweep_fusion_lists.py collect scifact jsquad
+    RAG_EMBEDDER=e5-small RAG_DATA_DIR=$HOME/rag-e5-data .venv/bin/python eval/sweep_fusion_lists.py collect scifact jsquad
     .venv/bin/python eval/sweep_fusion_lists.py sweep scifact jsquad --floor 0.82 --json eval/results/fusion_e5.json
 
 It picks the setting whose worst set margin (hybrid nDCG@10 minus the better of semantic and
