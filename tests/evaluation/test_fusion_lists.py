@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from rag_core.evaluation.runner import evaluate_dataset
-from rag_core.search.hybrid import DEFAULT_FUSION
+from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for
 
 SCRIPT = Path(__file__).resolve().parents[2] / "eval" / "sweep_fusion_lists.py"
+E5 = fusion_for("e5-small")
 
 
 def _sweep_module():
@@ -19,22 +20,46 @@ def _sweep_module():
     return module
 
 
-def test_cached_lists_rank_documents_as_the_hybrid_statement_does(wb, tiny_scifact):
+def _rank_as_sql(wb, ds, settings: list[dict]) -> int:
+    """Assert the sweep's document ranking equals the hybrid statement's for each setting; return how many
+    best-of-each settings rank some query differently from their best-chunk twin."""
     sweep = _sweep_module()
-    lists = sweep.Lists(sweep.collect_lists(wb, tiny_scifact))
+    lists = sweep.Lists(sweep.collect_lists(wb, ds))
     floor = wb.search_engine.fusion.cosine_floor
-    # unequal RRF weights: equal ones tie a full-text-only and a dense-only chunk, and ties may break apart
-    settings = [{"method": "convex", "alpha": 0.1}, {"method": "convex", "alpha": DEFAULT_FUSION.alpha},
-                {"method": "rrf", "k": 5.0, "w_dense": 0.5}]
+    differs = 0
     for setting in settings:
         engine = wb.variant(search_cache_ttl_sec=0).search_engine
-        params = {"alpha": setting["alpha"]} if setting["method"] == "convex" else \
+        params = {"alpha": setting["alpha"]} if setting["method"] != "rrf" else \
             {"k": setting["k"], "w_fulltext": 1.0, "w_dense": setting["w_dense"]}
-        engine.fusion = replace(DEFAULT_FUSION, method=setting["method"], cosine_floor=floor, **params)
-        result = evaluate_dataset(wb, tiny_scifact, mode="hybrid", engine=engine)
-        expected = [q["ranked"] for q in result.per_query]
-        assert lists.rank(*lists.fused_scores(setting, floor)) == expected, setting
+        documents = setting.get("documents", "best-chunk")
+        engine.fusion = replace(DEFAULT_FUSION, method=setting["method"], cosine_floor=floor, documents=documents, **params)
+        result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine)
+        shares, keep = lists.fused_scores(setting, floor)
+        assert lists.rank(shares, keep, documents) == [q["ranked"] for q in result.per_query], setting
         assert abs(lists.fused(setting, floor)["ndcg@10"] - result.ndcg10) < 1e-9
+        if documents == "best-of-each":
+            differs += lists.rank(shares, keep, documents) != lists.rank(shares, keep)
     for mode in ("semantic", "fulltext"):
-        result = evaluate_dataset(wb, tiny_scifact, mode=mode)
+        result = evaluate_dataset(wb, ds, mode=mode)
         assert abs(lists.mode(mode)["ndcg@10"] - result.ndcg10) < 1e-9, mode
+    return differs
+
+
+def test_cached_lists_rank_documents_as_the_hybrid_statement_does(wb, tiny_scifact):
+    # unequal RRF weights: equal ones tie a full-text-only and a dense-only chunk, and ties may break apart
+    _rank_as_sql(wb, tiny_scifact, [
+        {"method": "convex", "alpha": 0.1}, {"method": "convex", "alpha": DEFAULT_FUSION.alpha},
+        {"method": "rrf", "k": 5.0, "w_dense": 0.5}, {"method": "minmax", "alpha": E5.alpha}])
+
+
+def test_documents_scored_by_their_best_share_of_each_side_rank_as_the_statement_does(wb, tiny_scifact):
+    """e5-small's setting: the cosine read against the query's own dense spread, and a document scoring its
+    best full-text share plus its best dense share, which small chunks often take from different chunks."""
+    small = wb.variant(chunk_size=120, chunk_overlap=0)
+    ds = replace(tiny_scifact, name=f"{tiny_scifact.name}-c120")
+    settings = [{"method": E5.method, "alpha": E5.alpha, "documents": E5.documents},
+                {"method": "minmax", "alpha": 0.3, "documents": "best-of-each"},
+                {"method": "convex", "alpha": 0.5, "documents": "best-of-each"},
+                {"method": "rrf", "k": 5.0, "w_dense": 0.5, "documents": "best-of-each"}]
+    assert E5.documents == "best-of-each"
+    assert _rank_as_sql(small, ds, settings) > 0, "no query ranked differently: the per-document scoring went untested"
