@@ -193,6 +193,16 @@ def label(s: dict) -> str:
     return f"{name} {s.get('documents', 'best-chunk')}"
 
 
+def is_neighbour(row: dict, best: dict) -> bool:
+    """The chosen setting's neighbours: same method and document scoring, each parameter within two grid steps."""
+    if row is best or (row["method"], row["documents"]) != (best["method"], best["documents"]):
+        return False
+    if row["method"] == "rrf":
+        return (abs(RRF_KS.index(row["k"]) - RRF_KS.index(best["k"])) <= 2
+                and abs(RRF_DENSE_WEIGHTS.index(row["w_dense"]) - RRF_DENSE_WEIGHTS.index(best["w_dense"])) <= 2)
+    return abs(ALPHAS.index(row["alpha"]) - ALPHAS.index(best["alpha"])) <= 2
+
+
 def sweep(sets: list[str], cache_dir: Path, floor: float | None, out: Path | None) -> int:
     lists, parts = {}, {}
     for name in sets:
@@ -221,6 +231,10 @@ def sweep(sets: list[str], cache_dir: Path, floor: float | None, out: Path | Non
         print(f"  {name:<16} semantic {p['semantic']['hit@5']:.3f}/{p['semantic']['ndcg@10']:.3f}  fulltext "
               f"{p['fulltext']['hit@5']:.3f}/{p['fulltext']['ndcg@10']:.3f}  hybrid {v['hit@5']:.3f}/{v['ndcg@10']:.3f}  "
               f"margin {v['margin']:+.3f}{'' if v['margin'] >= 0.02 else '  (goal +0.02 not reached)'}")
+    print("neighbours (same method and document scoring, one or two grid steps away): worst-set margin")
+    for row in sorted((r for r in rows if is_neighbour(r, best)), key=lambda r: label(r)):
+        print(f"  {row['setting']:<34} worst {row['worst_margin']:+.4f}  "
+              + "  ".join(f"{n} {v['hit@5']:.3f}/{v['ndcg@10']:.3f}" for n, v in row["sets"].items()))
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"floor": floor, "depth": DEPTH, "parts": parts, "chosen": best["setting"],
