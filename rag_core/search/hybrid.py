@@ -35,10 +35,11 @@ growing once lists are longer than the depth.
 Dense candidates come from the HNSW index (pgvector 0.8 iterative scan when a filter or a site
 narrows the set), or from an exact scan when the filtered set is small enough to read whole.
 
-The two candidate lists are fused by weighted scores (see DEFAULT_FUSION for the measured choice;
-weighted reciprocal rank is the other method on offer), chunks are grouped into documents by their
-best chunk, and the page, the total and the facets are computed over the same candidate set. Every
-value is a bound parameter; the SQL text is assembled only from the fixed fragments below.
+The two candidate lists are fused by weighted scores (see DEFAULT_FUSION and FUSION_BY_EMBEDDER for the
+measured choices; weighted reciprocal rank is the other method on offer), chunks are grouped into
+documents by their best chunk or by their best share of each side (`Fusion.documents`), and the page,
+the total and the facets are computed over the same candidate set. Every value is a bound parameter;
+the SQL text is assembled only from the fixed fragments below.
 """
 
 from __future__ import annotations
