@@ -29,10 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_core.search.hybrid import SPREAD_DEPTH  # the dense rank whose cosine "minmax" reads as 0
+
 DEPTH = 100  # chunks taken from each ranking (Fusion.candidates)
 RRF_KS = (1, 2, 3, 5, 10, 20, 30, 60, 100)
 RRF_DENSE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-ALPHAS = tuple(round(a, 2) for a in np.arange(0.05, 0.951, 0.05))
+ALPHAS = tuple(round(a, 3) for a in np.arange(0.025, 0.976, 0.025))
+DOCUMENTS = ("best-chunk", "best-of-each")
 
 
 def log(message: str) -> None:
@@ -98,7 +101,7 @@ class Lists:
         doc_no = {d: i for i, d in enumerate(doc_names)}
         chunk_doc = np.array([doc_no[d] for d in cache["docs"]])
         self.doc_names, self.qids, self.qrels = doc_names, cache["qids"], cache["qrels"]
-        cols: dict[str, list] = {k: [] for k in ("q", "chunk", "doc", "fr", "dr", "bm25n", "bm25", "cos")}
+        cols: dict[str, list] = {k: [] for k in ("q", "chunk", "doc", "fr", "dr", "bm25n", "bm25", "cos", "cos_hi", "cos_lo")}
         scores = cache["qv"] @ matrix.T
         for q, (sims, ft) in enumerate(zip(scores, cache["ft"])):
             top = np.argpartition(-sims, DEPTH - 1)[:DEPTH] if len(sims) > DEPTH else np.arange(len(sims))
@@ -107,31 +110,47 @@ class Lists:
             ft_rows = [(index_of[c], s) for c, s in ft if c in index_of]
             ft_rank = {j: (r, s) for r, (j, s) in enumerate(ft_rows, 1)}
             top_bm25 = max((s for _, s in ft_rows), default=0.0) or 1.0
+            # the query's best cosine and its SPREAD_DEPTH-th best (the "minmax" fusion's 1 and 0)
+            cos_hi, cos_lo = float(sims[top[0]]), float(sims[top[:SPREAD_DEPTH][-1]])
             for j in set(dense_rank) | set(ft_rank):
                 fr, bm25 = ft_rank.get(j, (np.inf, 0.0))
                 for key, value in (("q", q), ("chunk", int(ids[j])), ("doc", chunk_doc[j]), ("fr", fr),
                                    ("dr", dense_rank.get(j, np.inf)), ("bm25n", bm25 / top_bm25), ("bm25", bm25),
-                                   ("cos", float(sims[j]))):
+                                   ("cos", float(sims[j])), ("cos_hi", cos_hi), ("cos_lo", cos_lo)):
                     cols[key].append(value)
         self.rows = {k: np.asarray(v) for k, v in cols.items()}
 
-    def rank(self, score: np.ndarray, keep: np.ndarray) -> list[list[str]]:
-        """Each query's top-10 document ids, documents ranked by their best kept chunk."""
+    def rank(self, shares: tuple[np.ndarray, np.ndarray], keep: np.ndarray, documents: str = "best-chunk") -> list[list[str]]:
+        """Each query's top-10 document ids from the kept rows' (full-text share, dense share): documents by
+        their best chunk's sum, or ("best-of-each") by their best full-text share plus their best dense share."""
         r = self.rows
         sel = np.flatnonzero(keep)
-        order = sel[np.lexsort((r["chunk"][sel], -score[sel], r["q"][sel]))]
-        key = r["q"][order] * len(self.doc_names) + r["doc"][order]
-        _, first = np.unique(key, return_index=True)
-        order = order[np.sort(first)]
+        sf, sd = shares[0][sel], shares[1][sel]
+        q, chunk = r["q"][sel], r["chunk"][sel]
+        key = q * len(self.doc_names) + r["doc"][sel]
+        if documents == "best-of-each":
+            docs, inv = np.unique(key, return_inverse=True)
+            best = {}
+            for name, part, fill in (("sf", sf, -np.inf), ("sd", sd, -np.inf), ("id", -chunk, -np.inf)):
+                best[name] = np.full(len(docs), fill)
+                np.maximum.at(best[name], inv, part)
+            # ties go to the lower document id, as in SQL (a document's chunks are numbered after it)
+            order = np.lexsort((-best["id"], -(best["sf"] + best["sd"]), docs // len(self.doc_names)))
+            pairs = zip(docs[order] // len(self.doc_names), docs[order] % len(self.doc_names))
+        else:
+            order = np.lexsort((chunk, -(sf + sd), q))
+            _, first = np.unique(key[order], return_index=True)
+            order = order[np.sort(first)]
+            pairs = zip(q[order], r["doc"][sel][order])
         ranked: list[list[str]] = [[] for _ in self.qids]
-        for q, d in zip(r["q"][order], r["doc"][order]):
-            if len(ranked[q]) < 10:
-                ranked[q].append(self.doc_names[d])
+        for qi, d in pairs:
+            if len(ranked[qi]) < 10:
+                ranked[qi].append(self.doc_names[d])
         return ranked
 
-    def score(self, score: np.ndarray, keep: np.ndarray) -> dict[str, float]:
-        """hit@5 and nDCG@10 of the documents ranked by their best kept chunk."""
-        ranked = self.rank(score, keep)
+    def score(self, shares: tuple[np.ndarray, np.ndarray], keep: np.ndarray, documents: str = "best-chunk") -> dict[str, float]:
+        """hit@5 and nDCG@10 of the documents ranked as `rank` does."""
+        ranked = self.rank(shares, keep, documents)
         rel = [self.qrels[q] for q in self.qids]
         n = len(self.qids)
         return {"hit@5": sum(self.hit(x, g, 5) for x, g in zip(ranked, rel)) / n,
@@ -139,31 +158,49 @@ class Lists:
 
     def mode(self, name: str) -> dict[str, float]:
         r = self.rows
+        zero = np.zeros(len(r["cos"]))
         if name == "fulltext":
-            return self.score(r["bm25"], np.isfinite(r["fr"]))
-        return self.score(r["cos"], np.isfinite(r["dr"]))
+            return self.score((r["bm25"], zero), np.isfinite(r["fr"]))
+        return self.score((zero, r["cos"]), np.isfinite(r["dr"]))
 
     def fused(self, setting: dict, floor: float | None) -> dict[str, float]:
-        return self.score(*self.fused_scores(setting, floor))
+        shares, keep = self.fused_scores(setting, floor)
+        return self.score(shares, keep, setting.get("documents", "best-chunk"))
 
-    def fused_scores(self, setting: dict, floor: float | None) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's fused score and whether the hybrid statement keeps it (full-text match or cosine >= floor)."""
+    def fused_scores(self, setting: dict, floor: float | None) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Each row's (full-text share, dense share) of its fused score, and whether the hybrid statement keeps
+        it (full-text match or cosine >= floor)."""
         r = self.rows
         if setting["method"] == "rrf":
-            score = 1.0 / (setting["k"] + r["fr"]) + setting["w_dense"] / (setting["k"] + r["dr"])
+            shares = (1.0 / (setting["k"] + r["fr"]), setting["w_dense"] / (setting["k"] + r["dr"]))
+        elif setting["method"] == "minmax":
+            spread = np.maximum(r["cos_hi"] - r["cos_lo"], 1e-9)
+            shares = (setting["alpha"] * r["bm25n"], (1 - setting["alpha"]) * (r["cos"] - r["cos_lo"]) / spread)
         else:
-            score = setting["alpha"] * r["bm25n"] + (1 - setting["alpha"]) * r["cos"]
+            shares = (setting["alpha"] * r["bm25n"], (1 - setting["alpha"]) * r["cos"])
         keep = np.isfinite(r["fr"]) | (r["cos"] >= (floor if floor is not None else -2.0))
-        return score, keep
+        return shares, keep
 
 
 def settings_grid() -> list[dict]:
-    return ([{"method": "rrf", "k": k, "w_dense": w} for k in RRF_KS for w in RRF_DENSE_WEIGHTS]
-            + [{"method": "convex", "alpha": a} for a in ALPHAS])
+    return ([{"method": "rrf", "k": k, "w_dense": w, "documents": d}
+             for k in RRF_KS for w in RRF_DENSE_WEIGHTS for d in DOCUMENTS]
+            + [{"method": m, "alpha": a, "documents": d} for m in ("convex", "minmax") for a in ALPHAS for d in DOCUMENTS])
 
 
 def label(s: dict) -> str:
-    return f"rrf k={s['k']:g} w_dense={s['w_dense']:g}" if s["method"] == "rrf" else f"convex alpha={s['alpha']:g}"
+    name = f"rrf k={s['k']:g} w_dense={s['w_dense']:g}" if s["method"] == "rrf" else f"{s['method']} alpha={s['alpha']:g}"
+    return f"{name} {s.get('documents', 'best-chunk')}"
+
+
+def is_neighbour(row: dict, best: dict) -> bool:
+    """The chosen setting's neighbours: same method and document scoring, each parameter within two grid steps."""
+    if row is best or (row["method"], row["documents"]) != (best["method"], best["documents"]):
+        return False
+    if row["method"] == "rrf":
+        return (abs(RRF_KS.index(row["k"]) - RRF_KS.index(best["k"])) <= 2
+                and abs(RRF_DENSE_WEIGHTS.index(row["w_dense"]) - RRF_DENSE_WEIGHTS.index(best["w_dense"])) <= 2)
+    return abs(ALPHAS.index(row["alpha"]) - ALPHAS.index(best["alpha"])) <= 2
 
 
 def sweep(sets: list[str], cache_dir: Path, floor: float | None, out: Path | None) -> int:
@@ -194,6 +231,10 @@ def sweep(sets: list[str], cache_dir: Path, floor: float | None, out: Path | Non
         print(f"  {name:<16} semantic {p['semantic']['hit@5']:.3f}/{p['semantic']['ndcg@10']:.3f}  fulltext "
               f"{p['fulltext']['hit@5']:.3f}/{p['fulltext']['ndcg@10']:.3f}  hybrid {v['hit@5']:.3f}/{v['ndcg@10']:.3f}  "
               f"margin {v['margin']:+.3f}{'' if v['margin'] >= 0.02 else '  (goal +0.02 not reached)'}")
+    print("neighbours (same method and document scoring, one or two grid steps away): worst-set margin")
+    for row in sorted((r for r in rows if is_neighbour(r, best)), key=lambda r: label(r)):
+        print(f"  {row['setting']:<34} worst {row['worst_margin']:+.4f}  "
+              + "  ".join(f"{n} {v['hit@5']:.3f}/{v['ndcg@10']:.3f}" for n, v in row["sets"].items()))
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"floor": floor, "depth": DEPTH, "parts": parts, "chosen": best["setting"],

@@ -35,10 +35,11 @@ growing once lists are longer than the depth.
 Dense candidates come from the HNSW index (pgvector 0.8 iterative scan when a filter or a site
 narrows the set), or from an exact scan when the filtered set is small enough to read whole.
 
-The two candidate lists are fused by weighted scores (see DEFAULT_FUSION for the measured choice;
-weighted reciprocal rank is the other method on offer), chunks are grouped into documents by their
-best chunk, and the page, the total and the facets are computed over the same candidate set. Every
-value is a bound parameter; the SQL text is assembled only from the fixed fragments below.
+The two candidate lists are fused by weighted scores (see DEFAULT_FUSION and FUSION_BY_EMBEDDER for the
+measured choices; weighted reciprocal rank is the other method on offer), chunks are grouped into
+documents by their best chunk or by their best share of each side (`Fusion.documents`), and the page,
+the total and the facets are computed over the same candidate set. Every value is a bound parameter;
+the SQL text is assembled only from the fixed fragments below.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def exact_scan_limit(indexed: int) -> int:
 IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
 # The full-text head proven exact is at least this long (see the module docstring, point 3).
 PROVE_MIN = 10
+# The "minmax" fusion reads a cosine between the query's best and this dense rank's (fixed, so deeper
+# pages, which take deeper candidate lists, rank their documents as the first page does).
+SPREAD_DEPTH = 100
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
 
@@ -83,6 +87,12 @@ class Fusion:
 
     method "rrf": score = w_fulltext / (k + fulltext_rank) + w_dense / (k + dense_rank).
     method "convex": alpha * bm25 / max(bm25) + (1 - alpha) * cosine.
+    method "minmax": alpha * bm25 / max(bm25) + (1 - alpha) * (cosine - cos_S) / (cos_1 - cos_S), where cos_1 is
+    the query's best cosine and cos_S its SPREAD_DEPTH-th best: BM25 has a true zero (no query term), a
+    cosine has none (an unrelated passage still scores 0.79 with e5-small), so it is read against the spread
+    of the query's own dense candidates.
+    documents "best-chunk": a document scores as its best chunk; "best-of-each": its best full-text share
+    plus its best dense share, which may come from different chunks.
     """
 
     method: str = "rrf"
@@ -99,6 +109,7 @@ class Fusion:
     deep_depth: int = 4000         # second pass, only when the first cannot prove its top exact
     deep_rescore: int = 1000
     cosine_floor: float | None = None  # hybrid keeps a chunk without a full-text match only above this cosine
+    documents: str = "best-chunk"  # how a document's score is made from its chunks' (see above)
 
     @property
     def max_score(self) -> float:
@@ -113,13 +124,15 @@ class Fusion:
 # 0.9 * bm25/max + 0.1 * cosine is the one setting tried that never lands below either part, and
 # every alpha from 0.85 to 0.95 stays within 0.002 of it.
 DEFAULT_FUSION = Fusion(method="convex", alpha=0.9)
-# A strong dense model changes the balance. With e5-small, 0.1 * bm25/max + 0.9 * cosine has the largest
-# worst-set gain over the better of its parts among 91 settings swept over the same cached candidate
-# lists (eval/sweep_fusion_lists.py; README "e5-small"): nDCG@10 +0.014 on the whole of jsquad, +0.037
-# on a scifact sample, +0.031 on a ru_construction sample. Equal-weight RRF (k=5) gains as much on
-# the samples but is 0.002 below full text on the whole of jsquad.
+# A strong dense model changes the balance. With e5-small, 0.625 * bm25/max + 0.375 * the cosine read between
+# the query's best and 100th best dense candidate, a document scoring its best full-text share plus its best
+# dense share, has the largest worst-set gain of hybrid nDCG@10 over the better of its parts among 300
+# settings swept over the same cached candidate lists of the whole sets (eval/sweep_fusion_lists.py; README
+# "e5-small"): +0.037 scifact, +0.015 jsquad, +0.016 ru_construction (the earlier convex 0.1 per best chunk:
+# +0.040, +0.014, +0.006). Every alpha from 0.55 to 0.70 keeps the worst set at +0.0136 or more; no setting
+# reaches +0.02 on jsquad (full text alone is 0.938 there) or on ru_construction.
 FUSION_BY_EMBEDDER: dict[str, Fusion] = {
-    "e5-small": Fusion(method="convex", alpha=0.1),
+    "e5-small": Fusion(method="minmax", alpha=0.625, documents="best-of-each"),
 }
 
 
@@ -345,26 +358,38 @@ de AS MATERIALIZED (
 der AS (SELECT id, document_id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM de),
 """
 
+# Each fused row carries its two shares, `sf` (full text) and `sd` (dense), and score = sf + sd.
+_CONVEX = """fused AS (
+    SELECT y.*, y.sf + y.sd AS score FROM (
+        SELECT x.id, x.document_id, x.fr, x.dr, x.bm25,
+               %(alpha)s * coalesce(x.bm25 / nullif(x.mx, 0), 0) AS sf,
+               (1 - %(alpha)s) * {cosine} AS sd
+        FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
+                     f.score AS bm25, coalesce(1 - d.dist, 1 - (c.embedding <=> %(emb)b::vector), 0) AS cos,
+                     (SELECT max(mx) FROM ftr) AS mx
+              FROM ftr f FULL JOIN der d ON d.id = f.id
+              JOIN chunks c ON c.id = coalesce(f.id, d.id)
+              WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s) x) y
+),"""
+
 _FUSED = {
-    "semantic": "fused AS (SELECT d.id, d.document_id, NULL::bigint AS fr, d.r AS dr, NULL::float8 AS bm25, 1 - d.dist AS score FROM der d),",
-    "fulltext": "fused AS (SELECT f.id, f.document_id, f.r AS fr, NULL::bigint AS dr, f.score AS bm25, f.score AS score FROM ftr f),",
+    "semantic": "fused AS (SELECT d.id, d.document_id, NULL::bigint AS fr, d.r AS dr, NULL::float8 AS bm25, 0::float8 AS sf, 1 - d.dist AS sd, 1 - d.dist AS score FROM der d),",
+    "fulltext": "fused AS (SELECT f.id, f.document_id, f.r AS fr, NULL::bigint AS dr, f.score AS bm25, f.score AS sf, 0::float8 AS sd, f.score AS score FROM ftr f),",
     "rrf": """fused AS (
-    SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
-           f.score AS bm25, coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) + coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS score
-    FROM ftr f FULL JOIN der d ON d.id = f.id
-    WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s
+    SELECT y.*, y.sf + y.sd AS score FROM (
+        SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
+               f.score AS bm25, coalesce(%(wf)s / (%(rrf_k)s + f.r), 0) AS sf, coalesce(%(wd)s / (%(rrf_k)s + d.r), 0) AS sd
+        FROM ftr f FULL JOIN der d ON d.id = f.id
+        WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s) y
 ),""",
-    "convex": """fused AS (
-    SELECT x.id, x.document_id, x.fr, x.dr, x.bm25,
-           %(alpha)s * coalesce(x.bm25 / nullif(x.mx, 0), 0)
-           + (1 - %(alpha)s) * coalesce(x.cos, 1 - (c.embedding <=> %(emb)b::vector), 0) AS score
-    FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr, f.score AS bm25, 1 - d.dist AS cos,
-                 (SELECT max(mx) FROM ftr) AS mx
-          FROM ftr f FULL JOIN der d ON d.id = f.id) x
-    JOIN chunks c ON c.id = x.id
-    WHERE x.fr IS NOT NULL OR x.cos >= %(floor)s
-),""",
+    "convex": _CONVEX.format(cosine="x.cos"),
+    # The cosine read between the query's best and its `spread`-th best dense candidate (1 and 0).
+    "minmax": _CONVEX.format(cosine="""coalesce((x.cos - (SELECT 1 - max(dist) FROM der WHERE r <= %(spread)s))
+                 / greatest((SELECT max(dist) - min(dist) FROM der WHERE r <= %(spread)s), 1e-9), 0)"""),
 }
+
+# A document's score: its best chunk's, or ("best-of-each") its best full-text share plus its best dense share.
+_DOCUMENT_SCORE = {"best-chunk": "max(score)", "best-of-each": "max(sf) + max(sd)"}
 
 _DOCUMENT_OUTPUT = """
 hits AS (
@@ -372,8 +397,8 @@ hits AS (
     FROM fused f
 ),
 docs AS (
-    SELECT document_id, score AS doc_score, row_number() OVER (ORDER BY score DESC, document_id) AS doc_rank
-    FROM hits WHERE rank_in_doc = 1
+    SELECT document_id, {doc_score} AS doc_score, row_number() OVER (ORDER BY {doc_score} DESC, document_id) AS doc_rank
+    FROM fused GROUP BY document_id
 ),
 facet_rows AS (SELECT d.file_type, d.doc_date FROM docs JOIN documents d ON d.id = docs.document_id),
 meta AS (
@@ -432,7 +457,9 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
     cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
     ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
-    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact))
+    doc_score = _DOCUMENT_SCORE[fusion.documents]
+    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact,
+                                                                                        doc_score=doc_score))
     return "\n".join(parts)
 
 
@@ -490,7 +517,7 @@ def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str],
         # The impact order bounds unread postings only for the BM25 parameters it was built with.
         "depth": max(fusion.depth, fusion.candidates) if (fusion.k1, fusion.b) == (IMPACT_K1, IMPACT_B) else 2**31 - 1,
         "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,
-        "alpha": fusion.alpha, "floor": fusion.cosine_floor if fusion.cosine_floor is not None else -2.0,
+        "alpha": fusion.alpha, "spread": SPREAD_DEPTH, "floor": fusion.cosine_floor if fusion.cosine_floor is not None else -2.0,
     })
     if emb is not None:
         params["emb"] = emb

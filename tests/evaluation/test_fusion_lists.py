@@ -6,10 +6,15 @@ import importlib.util
 from dataclasses import replace
 from pathlib import Path
 
-from rag_core.evaluation.runner import evaluate_dataset
-from rag_core.search.hybrid import DEFAULT_FUSION
+import numpy as np
+import pytest
+
+from rag_core.evaluation.runner import EVAL_SITE_PREFIX, evaluate_dataset
+from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for, search_chunks
+from rag_core.search.validation import MAX_QUERY_CHARS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "eval" / "sweep_fusion_lists.py"
+E5 = fusion_for("e5-small")
 
 
 def _sweep_module():
@@ -19,22 +24,61 @@ def _sweep_module():
     return module
 
 
-def test_cached_lists_rank_documents_as_the_hybrid_statement_does(wb, tiny_scifact):
-    sweep = _sweep_module()
-    lists = sweep.Lists(sweep.collect_lists(wb, tiny_scifact))
+def _rank_as_sql(wb, ds, settings: list[dict], lists=None) -> int:
+    """Assert the sweep's document ranking equals the hybrid statement's for each setting; return how many
+    best-of-each settings rank some query differently from their best-chunk twin."""
+    if lists is None:
+        sweep = _sweep_module()
+        lists = sweep.Lists(sweep.collect_lists(wb, ds))
     floor = wb.search_engine.fusion.cosine_floor
-    # unequal RRF weights: equal ones tie a full-text-only and a dense-only chunk, and ties may break apart
-    settings = [{"method": "convex", "alpha": 0.1}, {"method": "convex", "alpha": DEFAULT_FUSION.alpha},
-                {"method": "rrf", "k": 5.0, "w_dense": 0.5}]
+    differs = 0
     for setting in settings:
         engine = wb.variant(search_cache_ttl_sec=0).search_engine
-        params = {"alpha": setting["alpha"]} if setting["method"] == "convex" else \
+        params = {"alpha": setting["alpha"]} if setting["method"] != "rrf" else \
             {"k": setting["k"], "w_fulltext": 1.0, "w_dense": setting["w_dense"]}
-        engine.fusion = replace(DEFAULT_FUSION, method=setting["method"], cosine_floor=floor, **params)
-        result = evaluate_dataset(wb, tiny_scifact, mode="hybrid", engine=engine)
-        expected = [q["ranked"] for q in result.per_query]
-        assert lists.rank(*lists.fused_scores(setting, floor)) == expected, setting
+        documents = setting.get("documents", "best-chunk")
+        engine.fusion = replace(DEFAULT_FUSION, method=setting["method"], cosine_floor=floor, documents=documents, **params)
+        result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine)
+        shares, keep = lists.fused_scores(setting, floor)
+        assert lists.rank(shares, keep, documents) == [q["ranked"] for q in result.per_query], setting
         assert abs(lists.fused(setting, floor)["ndcg@10"] - result.ndcg10) < 1e-9
+        if documents == "best-of-each":
+            differs += lists.rank(shares, keep, documents) != lists.rank(shares, keep)
     for mode in ("semantic", "fulltext"):
-        result = evaluate_dataset(wb, tiny_scifact, mode=mode)
+        result = evaluate_dataset(wb, ds, mode=mode)
         assert abs(lists.mode(mode)["ndcg@10"] - result.ndcg10) < 1e-9, mode
+    return differs
+
+
+def test_cached_lists_rank_documents_as_the_hybrid_statement_does(wb, tiny_scifact):
+    # unequal RRF weights: equal ones tie a full-text-only and a dense-only chunk, and ties may break apart
+    _rank_as_sql(wb, tiny_scifact, [
+        {"method": "convex", "alpha": 0.1}, {"method": "convex", "alpha": DEFAULT_FUSION.alpha},
+        {"method": "rrf", "k": 5.0, "w_dense": 0.5}, {"method": "minmax", "alpha": E5.alpha}])
+
+
+def test_documents_scored_by_their_best_share_of_each_side_rank_as_the_statement_does(wb, tiny_scifact):
+    """e5-small's setting: the cosine read against the query's own dense spread, and a document scoring its
+    best full-text share plus its best dense share, which small chunks often take from different chunks."""
+    small = wb.variant(chunk_size=120, chunk_overlap=0)
+    ds = replace(tiny_scifact, name=f"{tiny_scifact.name}-c120")
+    sweep = _sweep_module()
+    lists = sweep.Lists(sweep.collect_lists(small, ds))
+    settings = [{"method": E5.method, "alpha": E5.alpha, "documents": E5.documents},
+                {"method": "minmax", "alpha": 0.3, "documents": "best-of-each"},
+                {"method": "convex", "alpha": 0.5, "documents": "best-of-each"},
+                {"method": "rrf", "k": 5.0, "w_dense": 0.5, "documents": "best-of-each"}]
+    assert E5.documents == "best-of-each"
+    assert _rank_as_sql(small, ds, settings, lists) > 0, "no query ranked differently: the per-document scoring went untested"
+    # chat takes top chunks from the same statement: their fused scores are the sweep's sf + sd
+    floor = small.search_engine.fusion.cosine_floor
+    (sf, sd), keep = lists.fused_scores(settings[0], floor)
+    rows = lists.rows
+    for q, qid in enumerate(lists.qids):
+        text = ds.queries[qid][:MAX_QUERY_CHARS]
+        hits = search_chunks(small.db, text, small.embedder.get_query_embedding(text), k=5,
+                             site_id=EVAL_SITE_PREFIX + ds.name, fusion=replace(E5, cosine_floor=floor))
+        mine = np.flatnonzero(keep & (rows["q"] == q))
+        mine = mine[np.lexsort((rows["chunk"][mine], -(sf + sd)[mine]))][:5]
+        assert [h.chunk_id for h in hits] == rows["chunk"][mine].tolist()
+        assert [h.score for h in hits] == pytest.approx((sf + sd)[mine].tolist(), abs=1e-6)  # float32 vectors in the sweep
