@@ -45,11 +45,11 @@ def test_a_source_shows_the_calibrated_percentage_and_keeps_it_in_its_citation()
     assert use.similarity_pct == 83.0 and "relevance" not in use.to_citation()
 
 
-def test_e5_small_leans_on_its_dense_ranking_and_other_embedders_keep_the_default() -> None:
+def test_e5_small_has_its_own_measured_fusion_and_other_embedders_keep_the_default() -> None:
     from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for
 
     e5 = fusion_for("e5-small")
-    assert e5 != DEFAULT_FUSION and (e5.method != "convex" or e5.alpha < DEFAULT_FUSION.alpha)
+    assert e5 != DEFAULT_FUSION
     assert fusion_for("use-multilingual") == DEFAULT_FUSION == fusion_for("openai:text-embedding-3-small")
     # the search engine every surface uses picks it up from the configured embedder
     from rag_core.workbench import Workbench
