@@ -7,39 +7,36 @@ character bigrams under 'simple' for Japanese), read from an inverted index kept
 corpus size, total length and document frequencies come from corpus_stats / term_stats, 0002).
 Triggers write all of it in the transaction that writes the chunks.
 
-How the work per query lexeme is bounded, whatever the corpus size (a max-score walk):
-1. Every (site, lexeme) list has a ceiling: the most one of its postings can add, from the highest
-   impact in the list (one index probe). The impact is BM25's term-frequency factor
-   tf / (tf + k1 (1 - b + b len / L0)) at a fixed reference length L0, so it never goes stale; from an
-   impact `g`, what a posting of at most that impact can add at the current average length L is
-   idf (k1 + 1) g / (g + min(1, L0 / L) (1 - g)).
-2. Short lists (at most `Fusion.depth` postings, the rare lexemes) are read whole and scored exactly.
-   Their partial sums are lower bounds of the chunks' scores, so the `candidates`-th best of them,
-   theta, is a lower bound of the `candidates`-th best BM25 score.
-3. The long lists are taken in ascending order of their ceilings; those whose ceilings add up to
-   less than theta are not walked at all (non-essential lists: frequent lexemes of low idf). A
-   chunk found only in them scores below theta, so it is in neither the proven head nor the
-   candidates' exact top. The other long lists are read from the head in impact order (a btree
-   on (site, lexeme, impact DESC)), at most `depth` postings; the last impact read bounds the
-   unread rest of that list.
-4. A chunk's seen contributions are exact; adding the ceilings of the skipped lists and the bounds
-   of the cut lists it was not seen in gives its optimistic score (max-score / NRA style). The best
-   `Fusion.rescore` chunks by that score are rescored exactly: skipped and cut lists are probed by
-   primary key (site, lexeme, chunk); the top `candidates` of them are the full-text ranking.
-5. The statement also reports whether the head of that ranking that a page shows (`prove`
+How the work per query lexeme is bounded, whatever the corpus size:
+1. Each lexeme's postings are read from the head of its list in impact order (a btree on
+   (site, lexeme, impact DESC)), at most `Fusion.depth` of them. The impact is BM25's
+   term-frequency factor tf / (tf + k1 (1 - b + b len / L0)) at a fixed reference length L0, so it
+   never goes stale; from the last impact read, `gm`, the most any unread posting of that lexeme
+   can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
+2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
+   gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
+   score are rescored exactly: whole lists give their seen contributions, cut lists are probed by
+   primary key; the top `candidates` of them are the full-text ranking.
+3. The statement also reports whether the head of that ranking that a page shows (`prove`
    chunks: the page's end, at least 10) is provably exact: its last score is at least every other
-   chunk's optimistic score and the sum of the skipped and cut bounds (a chunk seen in no walked
-   list). When it is not proven exact the statement runs once more with `deep_depth` /
-   `deep_rescore` (4x deeper: lists up to that length count as short); the work per lexeme stays
-   bounded by that depth. The candidates past the head (fusion, totals and facets take 100) carry
-   exact scores but are not proven to be the 100 best: proving all 100 sent 26 of 60 SciFact
-   queries (10.6K chunks) to the deep pass, proving the head 1 of 60.
-Measured on SciFact's 10,615 chunks, 300 queries, the same statement before and after skipping
-non-essential lists, interleaved per query: PostgreSQL CPU 6.9 -> 5.8 ms (mean) and 6.2 -> 5.0 ms
-(p50); the same top-10 documents for all 300, hybrid and full text; 7 deep passes instead of 1 (a
-skipped list adds its whole ceiling to every optimistic score). Reading fewer lists (a theta of
-the 10th score, or short lists only up to 100 postings) made it slower: a primary-key probe costs
-PostgreSQL more than reading a posting in a list, so only lists the depth would cut are skipped.
+   chunk's optimistic score and the sum of the bounds (a chunk seen nowhere). A list shorter than
+   the depth is read whole, so rare lexemes are always exact. When the head is not proven exact
+   the statement runs once more with `deep_depth` / `deep_rescore` (4x deeper); the work per
+   lexeme stays bounded by that depth. The candidates past the head (fusion, totals and facets
+   take 100) carry exact scores but are not proven to be the 100 best: proving all 100 sent 26 of
+   60 SciFact queries (10.6K chunks) to the deep pass, proving the head 1 of 60.
+A max-score walk was measured and not taken: short lists read whole gave a lower bound of the 100th
+score, and long lists whose ceilings (idf times the best impact) added up to less were left unread
+and probed by key for the rescored chunks only. On SciFact (10.6K chunks, 300 queries, interleaved,
+PostgreSQL CPU of the backend) it cut the full-text statement from 6.9 to 5.8 ms but the hybrid one
+only from 11.5 to 11.4 ms; a skipped list adds its whole ceiling to every optimistic score, so 7
+queries in 300 instead of 1 went to the deep pass, the fusion candidates' overlap with exact BM25's
+top 100 fell from 0.978 to 0.960, and at 100K chunks 62 of 150 queries instead of 46 went deep. The
+lists it could skip are the ones the depth already cuts, and a key probe costs PostgreSQL about as
+much as reading a posting, so there was little to save. Reading those lists 100 deep instead of
+skipping them did no better, nor did rescoring past the best 100 only the chunks whose optimistic
+score reaches the 10th or the 100th exact score (hybrid 11.1-11.7 ms; with the 10th the candidates'
+overlap with exact BM25's top 100 fell to 0.81).
 Filters are a per-posting check during the walk (document_id in the filtered documents), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
@@ -297,62 +294,30 @@ qw AS (
 qa AS (SELECT (SELECT total_len / n FROM cs) AS avglen),
 """
 
-# The postings of the chosen lists, scored: at most `depth` of each list from its head in impact order.
-_READ_LISTS = r"""
-    SELECT l.site_id, l.lex, p.chunk_id, p.document_id, p.impact,
-           l.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
-    FROM lists l CROSS JOIN qa
-    CROSS JOIN LATERAL (
-        SELECT p.chunk_id, p.document_id, p.tf, p.len, p.impact FROM postings p
-        WHERE p.site_id = l.site_id AND p.lexeme = l.lex{posting_filter}
-        ORDER BY p.impact DESC LIMIT %(depth)s) p
-    WHERE {lists}
-"""
-
-# Full-text top-k from the postings (migration 0003): short lists whole, long lists skipped below theta or
-# read from the head in impact order, the best chunks rescored exactly on the lists skipped or cut (see the
-# module docstring, the max-score walk).
+# Full-text top-k from the postings (migration 0003): the head of each query lexeme's impact-ordered
+# list, its chunks rescored exactly on the lexemes whose lists were cut (see the module docstring).
 _FULLTEXT_RANK_CTES = r"""
 sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
-lists AS MATERIALIZED (
-    SELECT t.site_id, t.lexeme AS lex, q.idf, t.df, q.idf * (%(k1)s + 1) * m.top
-               / (m.top + least(1, %(impact_len)s / qa.avglen) * (1 - m.top)) AS ubmax
-    FROM (SELECT s.site_id, s.lexeme, sum(s.df) AS df FROM term_stats s
-          WHERE s.site_id IN (SELECT site_id FROM sites) AND s.lexeme IN (SELECT lex FROM qw)
-          GROUP BY 1, 2 HAVING sum(s.df) > 0) t
-    JOIN qw q ON q.lex = t.lexeme CROSS JOIN qa
-    CROSS JOIN LATERAL (SELECT p.impact AS top FROM postings p WHERE p.site_id = t.site_id AND p.lexeme = t.lexeme
-                        ORDER BY p.impact DESC LIMIT 1) m
+pre AS MATERIALIZED (
+    SELECT s.site_id, q.lex, p.chunk_id, p.document_id, p.impact,
+           q.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
+    FROM qw q CROSS JOIN sites s CROSS JOIN qa
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.document_id, p.tf, p.len, p.impact FROM postings p
+        WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
+        ORDER BY p.impact DESC LIMIT %(depth)s) p
 ),
-short AS MATERIALIZED ({read_short}),
-spart AS MATERIALIZED (SELECT site_id, chunk_id, min(document_id) AS document_id, sum(w) AS seen FROM short GROUP BY 1, 2),
-theta AS (
-    SELECT CASE WHEN count(*) >= %(theta_k)s THEN min(x.seen) ELSE 0 END AS t
-    FROM (SELECT seen FROM spart ORDER BY seen DESC LIMIT %(theta_k)s) x
-),
-skip AS MATERIALIZED (
-    SELECT x.site_id, x.lex, x.idf, x.ubmax AS ub
-    FROM (SELECT l.*, sum(l.ubmax) OVER (PARTITION BY l.site_id ORDER BY l.ubmax, l.lex) AS run
-          FROM lists l WHERE l.df > %(depth)s) x
-    WHERE x.run < (SELECT t FROM theta)
-),
-walk AS MATERIALIZED ({read_long}),
 cut AS (
     SELECT x.site_id, x.lex, q.idf,
            q.idf * (%(k1)s + 1) * x.last / (x.last + least(1, %(impact_len)s / qa.avglen) * (1 - x.last)) AS ub
-    FROM (SELECT site_id, lex, min(impact) AS last FROM walk GROUP BY 1, 2 HAVING count(*) >= %(depth)s) x
+    FROM (SELECT site_id, lex, min(impact) AS last FROM pre GROUP BY 1, 2 HAVING count(*) >= %(depth)s) x
     JOIN qw q ON q.lex = x.lex CROSS JOIN qa
-    UNION ALL
-    SELECT site_id, lex, idf, ub FROM skip
 ),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
-    SELECT u.site_id, u.chunk_id, min(u.document_id) AS document_id, sum(u.seen) AS seen, sum(u.whole) AS whole,
-           sum(u.seen_ub) AS seen_ub
-    FROM (SELECT site_id, chunk_id, document_id, seen, seen AS whole, 0::float8 AS seen_ub FROM spart
-          UNION ALL
-          SELECT w.site_id, w.chunk_id, w.document_id, w.w, CASE WHEN c.lex IS NULL THEN w.w ELSE 0 END, coalesce(c.ub, 0)
-          FROM walk w LEFT JOIN cut c ON c.site_id = w.site_id AND c.lex = w.lex) u
+    SELECT pr.site_id, pr.chunk_id, min(pr.document_id) AS document_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
+           coalesce(sum(c.ub), 0) AS seen_ub
+    FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
     GROUP BY 1, 2
 ),
 opt AS MATERIALIZED (
@@ -380,15 +345,6 @@ ft_exact AS (
                coalesce((SELECT max(ub) FROM cut_sum), 0)) AS exact
 ),
 """
-
-
-def fulltext_ctes(frag: dict[str, str]) -> str:
-    """The full-text ranking's CTEs (`ft`, `ftr`, `ft_exact` and the walk behind them) for a scope's fragments."""
-    read = {name: _READ_LISTS.format(posting_filter=frag["posting_filter"], lists=lists) for name, lists in (
-        ("read_short", "l.df <= %(depth)s"),
-        ("read_long", "l.df > %(depth)s AND NOT EXISTS (SELECT 1 FROM skip k WHERE k.site_id = l.site_id AND k.lex = l.lex)"))}
-    return _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], **read)
-
 
 _DENSE_CTES = """
 de AS MATERIALIZED (
@@ -478,7 +434,7 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         # The query's lexemes and their statistics; documents output reports the rare ones as `terms`.
         parts.append(_LEXEME_CTES.format(stats_scope=frag["stats"]))
     if mode in ("fulltext", "hybrid"):
-        parts.append(fulltext_ctes(frag))
+        parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
         if dense_order == "index":
             order, dense_filter = "c.embedding <=> %(emb)b::vector", frag["chunk_filter_row"]
@@ -542,7 +498,7 @@ def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str],
     params.update({
         "cfgs": configs, "qtexts": texts, "prefilter_df": fusion.prefilter_df, "k1": fusion.k1, "b": fusion.b,
         "n": fusion.candidates, "rescore": max(fusion.rescore, fusion.candidates), "impact_len": IMPACT_LEN,
-        "prove": fusion.candidates, "theta_k": fusion.candidates,
+        "prove": fusion.candidates,
         # The impact order bounds unread postings only for the BM25 parameters it was built with.
         "depth": max(fusion.depth, fusion.candidates) if (fusion.k1, fusion.b) == (IMPACT_K1, IMPACT_B) else 2**31 - 1,
         "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,
@@ -693,7 +649,7 @@ def fulltext_ranking(db: Any, query: str, *, k: int = 10, site_id: str | None = 
         fusion = replace(fusion, depth=2**31 - 1, rescore=2**31 - 1)
     frag = _scope_sql(scope)
     sql = "\n".join(["WITH", frag["fd"], _LEXEME_CTES.format(stats_scope=frag["stats"]),
-                     fulltext_ctes(frag),
+                     _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]),
                      "x AS (SELECT 1) SELECT f.id, f.score, (SELECT exact FROM ft_exact) FROM ft f ORDER BY f.score DESC, f.id"])
     with db.connection() as conn:
         languages = [r[0] for r in conn.execute(
