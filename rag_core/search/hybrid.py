@@ -15,10 +15,11 @@ How the work per query lexeme is bounded, whatever the corpus size:
    can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
    Whether a list is cut, and that bound, come before the walk from one index probe per list (its
    `depth`-th posting: the same filter, OFFSET depth - 1), so every posting read carries its
-   list's bound and the postings are aggregated in one pass, per chunk. Grouping them a second
-   time by list (to find the cut lists) and joining the bounds back cost PostgreSQL 1.1-1.3 ms
-   per search (SciFact, 10.6K chunks: hybrid 13.5 -> 12.3 ms on the service benchmark's queries,
-   full text 6.2 -> 5.1 ms; 100K chunks, full text 11.6 -> 10.3 ms; the same results and scores).
+   list's bound and the postings go from the index straight into one aggregate per chunk.
+   Grouping them a second time by list (to find the cut lists), joining the bounds back and
+   keeping a materialized copy for both cost PostgreSQL 1.1-1.8 ms per search (SciFact, 10.6K
+   chunks: hybrid 13.5 -> 12.3 ms on the service benchmark's queries, 11.3 without the copy; full
+   text 6.2 -> 5.1 ms; 100K chunks, full text 11.6 -> 10.3 ms; the same results and scores).
 2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
    gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
    score are rescored exactly: whole lists give their seen contributions, cut lists are probed by
@@ -315,7 +316,7 @@ lists AS MATERIALIZED (
         WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
         ORDER BY p.impact DESC OFFSET %(depth)s::bigint - 1 LIMIT 1) x ON true
 ),
-pre AS MATERIALIZED (
+pre AS (
     SELECT l.site_id, p.chunk_id, p.document_id, l.ub,
            l.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
     FROM lists l CROSS JOIN qa
