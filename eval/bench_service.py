@@ -81,14 +81,49 @@ def prepare_site(wb: Any, docs: int | None) -> tuple[str, list[str]]:
     return site, head + tail
 
 
-def postgres_root(wb: Any) -> psutil.Process | None:
-    """PostgreSQL's postmaster when it runs on this machine (its backends' CPU is measured), else None."""
+# Every connection of this benchmark and of the server it starts names itself so (libpq reads PGAPPNAME):
+# PostgreSQL's CPU is counted over those backends only, not over every backend of a server that other
+# jobs share (which once doubled the figure).
+APP_NAME = "rag-bench-service"
+
+
+class Backends:
+    """The backends of PostgreSQL serving this benchmark's connections, when the server runs on this machine."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def snapshot(self) -> dict[int, float]:
+        """CPU seconds (user + system) of each backend named APP_NAME alive now."""
+        import psycopg
+
+        with psycopg.connect(self.url, application_name="rag-bench-service-probe") as conn:
+            pids = [r[0] for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (APP_NAME,)).fetchall()]
+        seen = {}
+        for pid in pids:
+            try:
+                times = psutil.Process(pid).cpu_times()
+                seen[pid] = times.user + times.system
+            except psutil.Error:
+                pass
+        return seen
+
+    @staticmethod
+    def spent(before: dict[int, float], after: dict[int, float]) -> float:
+        """CPU seconds spent between two snapshots (a backend opened in between counts whole)."""
+        return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def postgres_backends(wb: Any) -> Backends | None:
+    """The benchmark's backends when PostgreSQL runs on this machine (their CPU is measured), else None."""
     try:
         with wb.db.connection() as conn:
             backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        return psutil.Process(backend).parent()
+        psutil.Process(backend).cpu_times()
     except (psutil.Error, AttributeError):
         return None
+    return Backends(wb.db.url)
 
 
 def tree_cpu(root: psutil.Process | None) -> float:
@@ -110,24 +145,24 @@ def tree_cpu(root: psutil.Process | None) -> float:
 
 
 # ----- in process -----
-def in_process(wb: Any, site: str, queries: list[str], pg: psutil.Process | None) -> dict[str, Any]:
+def in_process(wb: Any, site: str, queries: list[str], pg: Backends | None) -> dict[str, Any]:
     """One caller, `Workbench.search` per distinct query: latency, CPU per search and the stage medians."""
     for q in queries[:5]:
         wb.search(q + " (warm-up)", site_id=site)
     wb.flush_search_log()
     since = time.time()
     times = []
-    cpu0, pg0 = time.process_time(), tree_cpu(pg)
+    cpu0, pg0 = time.process_time(), pg.snapshot() if pg else {}
     for q in queries:
         started = time.perf_counter()
         wb.search(q, site_id=site)
         times.append((time.perf_counter() - started) * 1000)
-    cpu1, pg1 = time.process_time(), tree_cpu(pg)
+    cpu1, pg1 = time.process_time(), pg.snapshot() if pg else {}
     metrics = wb.search_metrics(site_id=site, since=dt.datetime.fromtimestamp(since, dt.timezone.utc))
     n = len(queries)
     return {"queries": n, "p50_ms": round(statistics.median(times), 1), "p95_ms": round(percentile(times, 95), 1),
             "python_cpu_ms_per_search": round((cpu1 - cpu0) * 1000 / n, 2),
-            "postgres_cpu_ms_per_search": round((pg1 - pg0) * 1000 / n, 2) if pg else None,
+            "postgres_cpu_ms_per_search": round(Backends.spent(pg0, pg1) * 1000 / n, 2) if pg else None,
             "stage_p50_ms": metrics.get("stage_p50_ms", {})}
 
 
@@ -230,17 +265,17 @@ def _client_process(conn: Any, base: str, key: str, queries: list[str], clients:
 
 
 def run_load(base: str, key: str, queries: list[str], clients: int, seconds: float, cycle: bool,
-             server: psutil.Process, pg: psutil.Process | None) -> dict[str, Any]:
+             server: psutil.Process, pg: Backends | None) -> dict[str, Any]:
     """One run from a separate client process; latency, throughput and everyone's CPU per request."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     load0 = os.getloadavg()[0]
-    srv0, pg0 = tree_cpu(server), tree_cpu(pg)
+    srv0, pg0 = tree_cpu(server), pg.snapshot() if pg else {}
     proc = ctx.Process(target=_client_process, args=(child, base, key, queries, clients, seconds, cycle))
     proc.start()
     raw = parent.recv()
     proc.join()
-    srv1, pg1 = tree_cpu(server), tree_cpu(pg)
+    srv1, pg1 = tree_cpu(server), pg.snapshot() if pg else {}
     lat = raw["latencies"]
     ok = len(lat)
     done = max(ok + sum(raw["errors"].values()), 1)
@@ -251,7 +286,7 @@ def run_load(base: str, key: str, queries: list[str], clients: int, seconds: flo
             "distinct_queries_sent": min(raw["sent"], len(queries)), "queries_sent": raw["sent"],
             "cpu_ms_per_request": {"client": round(raw["cpu_s"] * 1000 / done, 2),
                                    "server": round((srv1 - srv0) * 1000 / done, 2),
-                                   "postgres": round((pg1 - pg0) * 1000 / done, 2) if pg else None},
+                                   "postgres": round(Backends.spent(pg0, pg1) * 1000 / done, 2) if pg else None},
             "client_cpu_share_of_one_core": round(raw["cpu_s"] / raw["wall"], 2),
             "load_average_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
 
@@ -304,11 +339,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service_*.json).")
     args = parser.parse_args()
 
+    os.environ["PGAPPNAME"] = APP_NAME  # before any connection: the server started below inherits it
     settings = load_settings()  # what `rag serve` runs with, so both sides embed alike
     with open_workbench(settings) as wb:
         site, pool = prepare_site(wb, args.docs)
         chunks = wb.status(site_id=site)["chunks"]
-        pg = postgres_root(wb)
+        pg = postgres_backends(wb)
         local = in_process(wb, site, pool[:args.sample], pg)
     used = args.sample
     print(f"Site {site}: {chunks} chunks, {len(pool)} distinct query texts. In process, one caller, cache off: "

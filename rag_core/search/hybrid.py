@@ -13,6 +13,13 @@ How the work per query lexeme is bounded, whatever the corpus size:
    term-frequency factor tf / (tf + k1 (1 - b + b len / L0)) at a fixed reference length L0, so it
    never goes stale; from the last impact read, `gm`, the most any unread posting of that lexeme
    can add at the current average length L is idf (k1 + 1) gm / (gm + min(1, L0 / L) (1 - gm)).
+   Whether a list is cut, and that bound, come before the walk from one index probe per list (its
+   `depth`-th posting: the same filter, OFFSET depth - 1), so every posting read carries its
+   list's bound and the postings go from the index straight into one aggregate per chunk.
+   Grouping them a second time by list (to find the cut lists), joining the bounds back and
+   keeping a materialized copy for both cost PostgreSQL 1.1-1.8 ms per search (SciFact, 10.6K
+   chunks: hybrid 13.5 -> 12.3 ms on the service benchmark's queries, 11.3 without the copy; full
+   text 6.2 -> 5.1 ms; 100K chunks, full text 11.6 -> 10.3 ms; the same results and scores).
 2. A chunk's seen contributions are exact; adding the bounds of the cut lists it was not seen in
    gives its optimistic score (max-score / NRA style). The best `Fusion.rescore` chunks by that
    score are rescored exactly: whole lists give their seen contributions, cut lists are probed by
@@ -25,6 +32,18 @@ How the work per query lexeme is bounded, whatever the corpus size:
    lexeme stays bounded by that depth. The candidates past the head (fusion, totals and facets
    take 100) carry exact scores but are not proven to be the 100 best: proving all 100 sent 26 of
    60 SciFact queries (10.6K chunks) to the deep pass, proving the head 1 of 60.
+A max-score walk was measured and not taken: short lists read whole gave a lower bound of the 100th
+score, and long lists whose ceilings (idf times the best impact) added up to less were left unread
+and probed by key for the rescored chunks only. On SciFact (10.6K chunks, 300 queries, interleaved,
+PostgreSQL CPU of the backend) it cut the full-text statement from 6.9 to 5.8 ms but the hybrid one
+only from 11.5 to 11.4 ms (14.2 to 14.7 on the service benchmark's titles and sentences); a skipped list adds its whole ceiling to every optimistic score, so 7
+queries in 300 instead of 1 went to the deep pass, the fusion candidates' overlap with exact BM25's
+top 100 fell from 0.978 to 0.960, and at 100K chunks 62 of 150 queries instead of 46 went deep. The
+lists it could skip are the ones the depth already cuts, and a key probe costs PostgreSQL about as
+much as reading a posting, so there was little to save. Reading those lists 100 deep instead of
+skipping them did no better, nor did rescoring past the best 100 only the chunks whose optimistic
+score reaches the 10th or the 100th exact score (hybrid 11.1-11.7 ms; with the 10th the candidates'
+overlap with exact BM25's top 100 fell to 0.81).
 Filters are a per-posting check during the walk (document_id in the filtered documents), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
@@ -299,27 +318,32 @@ qa AS (SELECT (SELECT total_len / n FROM cs) AS avglen),
 # list, its chunks rescored exactly on the lexemes whose lists were cut (see the module docstring).
 _FULLTEXT_RANK_CTES = r"""
 sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
-pre AS MATERIALIZED (
-    SELECT s.site_id, q.lex, p.chunk_id, p.document_id, p.impact,
-           q.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
+lists AS MATERIALIZED (
+    -- Each query lexeme's list in each site, and when it is longer than the walk reads (its `depth`-th
+    -- posting exists), the bound of what its unread postings can add (from that posting's impact).
+    SELECT s.site_id, q.lex, q.idf,
+           q.idf * (%(k1)s + 1) * x.last / (x.last + least(1, %(impact_len)s / qa.avglen) * (1 - x.last)) AS ub
     FROM qw q CROSS JOIN sites s CROSS JOIN qa
-    CROSS JOIN LATERAL (
-        SELECT p.chunk_id, p.document_id, p.tf, p.len, p.impact FROM postings p
+    LEFT JOIN LATERAL (
+        SELECT p.impact AS last FROM postings p
         WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
+        ORDER BY p.impact DESC OFFSET %(depth)s::bigint - 1 LIMIT 1) x ON true
+),
+pre AS (
+    SELECT l.site_id, p.chunk_id, p.document_id, l.ub,
+           l.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.len / qa.avglen)) AS w
+    FROM lists l CROSS JOIN qa
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.document_id, p.tf, p.len FROM postings p
+        WHERE p.site_id = l.site_id AND p.lexeme = l.lex{posting_filter}
         ORDER BY p.impact DESC LIMIT %(depth)s) p
 ),
-cut AS (
-    SELECT x.site_id, x.lex, q.idf,
-           q.idf * (%(k1)s + 1) * x.last / (x.last + least(1, %(impact_len)s / qa.avglen) * (1 - x.last)) AS ub
-    FROM (SELECT site_id, lex, min(impact) AS last FROM pre GROUP BY 1, 2 HAVING count(*) >= %(depth)s) x
-    JOIN qw q ON q.lex = x.lex CROSS JOIN qa
-),
+cut AS (SELECT site_id, lex, idf, ub FROM lists WHERE ub IS NOT NULL),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
-    SELECT pr.site_id, pr.chunk_id, min(pr.document_id) AS document_id, sum(pr.w) AS seen, coalesce(sum(pr.w) FILTER (WHERE c.lex IS NULL), 0) AS whole,
-           coalesce(sum(c.ub), 0) AS seen_ub
-    FROM pre pr LEFT JOIN cut c ON c.site_id = pr.site_id AND c.lex = pr.lex
-    GROUP BY 1, 2
+    SELECT site_id, chunk_id, min(document_id) AS document_id, sum(w) AS seen,
+           coalesce(sum(w) FILTER (WHERE ub IS NULL), 0) AS whole, coalesce(sum(ub), 0) AS seen_ub
+    FROM pre GROUP BY 1, 2
 ),
 opt AS MATERIALIZED (
     SELECT x.*, row_number() OVER (ORDER BY x.optimistic DESC, x.chunk_id) AS nth
