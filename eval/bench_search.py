@@ -211,6 +211,10 @@ def fulltext_overlap(wb: Any, sets_queries: dict[str, list[str]], site_prefix: s
                 overlaps.append(len(set(ids) & set(ref_ids)) / len(ref_ids))
                 same_top1 += ids[:1] == ref_ids[:1]
             proven += exact
+        if not overlaps:  # the site is missing or none of its queries has a lexeme in it: nothing to compare
+            console.print(f"[yellow]full text {name}: no query of this set matches anything in site {site!r}; "
+                          "build it with `rag eval` first[/yellow]")
+            continue
         out[name] = {"site": site, "queries": len(qs), "overlap@10": round(float(np.mean(overlaps)), 4),
                      "min overlap@10": round(float(min(overlaps)), 2), "same top-1": same_top1,
                      "proven exact": proven, "pruned": summary(pruned_ms), "exact": summary(exact_ms)}
