@@ -73,6 +73,13 @@ def exact_scan_limit(indexed: int) -> int:
 IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
 # The full-text head proven exact is at least this long (see the module docstring, point 3).
 PROVE_MIN = 10
+# Walking HNSW with a filter, a filter that keeps at most this share of the scope is checked against
+# a hashed set of its documents, built once per statement; a broader one by looking up each row's
+# document. A narrow filter can be far from the query (a folder of English abstracts, a Russian
+# query: 15-20K tuples visited to find 100 that pass, at 100K chunks), where one hash probe per
+# tuple instead of an index lookup halves the time; a broad one passes most tuples met, where the
+# set of every filtered document (tens of thousands of ids) would cost more than the lookups.
+ROW_CHECK_SHARE = 0.5
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
 
@@ -198,6 +205,9 @@ def _like_prefix(value: str) -> str:
     return f"{escaped}%" if anchored else f"%{escaped}%"
 
 
+_IN_FILTERED = " AND coalesce({col} IN (SELECT id FROM fd), false)"
+
+
 def _scope_sql(scope: _Scope) -> dict[str, str]:
     """SQL fragments for the site scope (evaluation sites are never part of 'every site')."""
     if scope.site_id is not None:
@@ -218,9 +228,15 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "stats": site.format(a="s"),
         "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
         "chunk_filter": " AND c.document_id IN (SELECT id FROM fd)" if filters else "",
-        "posting_filter": " AND p.document_id IN (SELECT id FROM fd)" if filters else "",
-        # Walking the HNSW index the filter must stay a per-row check: as a join the planner would
-        # rank every filtered chunk exactly instead (seconds at 100k chunks with a broad filter).
+        # Walking an ordered list (postings by impact, HNSW by distance) the filter must stay a per-row
+        # check, so the walk stops once it has what it needs: as a join the planner reads every posting
+        # of a lexeme, or ranks every filtered chunk exactly (seconds at 100K chunks with a broad filter).
+        # Inside coalesce() the IN is not turned into a join: it is a hashed set of the filtered
+        # documents, built once per statement, and each row costs one hash probe.
+        "posting_filter": _IN_FILTERED.format(col="p.document_id") if filters else "",
+        "chunk_filter_set": _IN_FILTERED.format(col="c.document_id") if filters else "",
+        # A broad filter passes most rows the HNSW walk meets, so a lookup of each row's document is
+        # cheaper than building the set of every filtered document (see ROW_CHECK_SHARE).
         "chunk_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = c.document_id"
                              + "".join(f" AND {f}" for f in filters) + ")") if filters else "",
         "fd": f"fd AS MATERIALIZED (SELECT d.id FROM documents d WHERE {site.format(a='d')}"
@@ -424,8 +440,9 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
     if mode in ("fulltext", "hybrid"):
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
-        if dense_order == "index":
-            order, dense_filter = "c.embedding <=> %(emb)b::vector", frag["chunk_filter_row"]
+        if dense_order in ("index", "index_set"):
+            order = "c.embedding <=> %(emb)b::vector"
+            dense_filter = frag["chunk_filter_set" if dense_order == "index_set" else "chunk_filter_row"]
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
             order, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunk_filter"]
         parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
@@ -438,16 +455,19 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 
 # --- running it ----------------------------------------------------------------------------------
 
-def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str]:
+def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
     """Session settings for this transaction and the sizes that choose the dense plan.
 
     Returns (chunks in scope after filters, capped where it stops mattering; languages stored in
-    scope; dense plan: "exact", "hnsw" or "none").
+    scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement).
     """
     frag = _scope_sql(scope)
-    # Chunks behind the filters, counted only up to what decides the plan (every document has a chunk).
+    # Chunks behind the filters, counted only up to what decides the plan and the HNSW row check:
+    # past EXACT_SCAN_MAX chunks and past ROW_CHECK_SHARE of the scope (every document has a chunk).
     filtered = (f", (SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d"
-                f" WHERE {frag['doc']} LIMIT {EXACT_SCAN_MAX + 1}) x)" if scope.has_filters else ", NULL")
+                f" WHERE {frag['doc']} LIMIT greatest({EXACT_SCAN_MAX},"
+                f" ((SELECT sum(s.n_chunks) FROM corpus_stats s WHERE {frag['stats']}) * {ROW_CHECK_SHARE})::bigint) + 1) x)"
+                if scope.has_filters else ", NULL")
     row = conn.execute(
         "SELECT set_config('jit', 'off', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
@@ -459,15 +479,16 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
     ).fetchone()
     in_scope, everything, languages, in_filter = int(row[1]), int(row[2]), list(row[3] or []), row[4]
     if in_scope <= 0:
-        return 0, languages, "none"
+        return 0, languages, "none", "exact"
     target = int(in_filter) if in_filter is not None else in_scope
-    plan = "none"
+    plan, order = "none", "exact"
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
         if target <= exact_scan_limit(everything):
             plan = "exact"
         else:
             plan = "hnsw"
+            order = "index_set" if scope.has_filters and target <= ROW_CHECK_SHARE * in_scope else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
             max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(20_000, 4 * n / share)))
             conn.execute(
@@ -478,7 +499,7 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
                 " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
                 (str(min(1000, max(40, n))), str(max_scan)),
             )
-    return target, languages, plan
+    return target, languages, plan, order
 
 
 def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str], emb: np.ndarray | None) -> dict[str, Any]:
@@ -520,7 +541,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     with db.connection() as conn:
-        target, languages, plan = _prepare(conn, scope, req.mode, fusion)
+        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion)
         if target == 0 and not languages:
             where = f"site '{req.site_id}'" if req.site_id else "any site"
             raise IndexUnavailable(
@@ -531,7 +552,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
         configs, texts = query_configs(query, languages)
         if target == 0:
             return CoreResult(0, [], {}, {}, 0.0, configs, "empty", query_texts=texts)
-        sql = build_statement(req.mode, fusion, scope, "index" if plan == "hnsw" else "exact", "documents")
+        sql = build_statement(req.mode, fusion, scope, order, "documents")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks,
                        "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))})
@@ -584,11 +605,11 @@ def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, si
     scope = _Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
     with db.connection() as conn:
-        target, languages, plan = _prepare(conn, scope, mode, fusion)
+        target, languages, _, order = _prepare(conn, scope, mode, fusion)
         if target == 0:
             return []
         configs, texts = query_configs(query, languages)
-        sql = build_statement(mode, fusion, scope, "index" if plan == "hnsw" else "exact", "chunks")
+        sql = build_statement(mode, fusion, scope, order, "chunks")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
         rows = _run_ranked(conn, sql, params, fusion)
