@@ -82,6 +82,7 @@ PROVE_MIN = 10
 ROW_CHECK_SHARE = 0.5
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
+MAX_SCAN_TUPLES_MIN = 20_000
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,11 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "chunk": site.format(a="c"),
         "stats": site.format(a="s"),
         "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
-        "chunk_filter": " AND c.document_id IN (SELECT id FROM fd)" if filters else "",
+        # Ranked exactly, a filtered set is read from its documents: the chunks of each filtered
+        # document through the (document_id, chunk_index) index. As a semi-join the planner read every
+        # chunk of the site and kept the filtered ones (220 ms of 450 at 100K chunks for 5.6K kept).
+        "chunks_filtered": ("fd CROSS JOIN LATERAL (SELECT c.id, c.document_id, c.site_id, c.embedding FROM chunks c"
+                            " WHERE c.document_id = fd.id OFFSET 0) c") if filters else "chunks c",
         # Walking an ordered list (postings by impact, HNSW by distance) the filter must stay a per-row
         # check, so the walk stops once it has what it needs: as a join the planner reads every posting
         # of a lexeme, or ranks every filtered chunk exactly (seconds at 100K chunks with a broad filter).
@@ -353,7 +358,7 @@ ft_exact AS (
 _DENSE_CTES = """
 de AS MATERIALIZED (
     SELECT c.id, c.document_id, c.embedding <=> %(emb)b::vector AS dist
-    FROM chunks c
+    FROM {chunks}
     WHERE {chunk_scope} AND c.embedding IS NOT NULL{chunk_filter}
     ORDER BY {order}
     LIMIT %(n)s
@@ -441,11 +446,12 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
         if dense_order in ("index", "index_set"):
-            order = "c.embedding <=> %(emb)b::vector"
+            order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
             dense_filter = frag["chunk_filter_set" if dense_order == "index_set" else "chunk_filter_row"]
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
-            order, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunk_filter"]
-        parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
+            order, chunks, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunks_filtered"], ""
+        parts.append(_DENSE_CTES.format(chunks=chunks, chunk_scope=frag["chunk"], chunk_filter=dense_filter,
+                                        order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
     cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
     ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
@@ -490,7 +496,7 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
             plan = "hnsw"
             order = "index_set" if scope.has_filters and target <= ROW_CHECK_SHARE * in_scope else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
-            max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(20_000, 4 * n / share)))
+            max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(MAX_SCAN_TUPLES_MIN, 4 * n / share)))
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                 " set_config('hnsw.max_scan_tuples', %s, true),"

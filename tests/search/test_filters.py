@@ -185,6 +185,8 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
     exact, exact_plan = top(10**9)
     walked, walked_plan = top(0)
     assert exact_plan.startswith("exact") and len(exact) == 10 and all(s.startswith("far/") for s in exact)
+    # Ranked exactly, the filtered set is read from its documents, not from every chunk of the site.
+    assert "chunks_document_index_key" in exact_plan and "chunks_site_idx" not in exact_plan
     assert walked_plan.startswith("hnsw " + ("index_set" if row_check_share else "index\n"))
     assert "chunks_embedding_hnsw_idx" in walked_plan
     assert ("hashed SubPlan" in walked_plan) == bool(row_check_share)
