@@ -33,7 +33,11 @@ exact BM25 over the same lexemes on every shared set (overlap in README), at a c
 growing once lists are longer than the depth.
 
 Dense candidates come from the HNSW index (pgvector 0.8 iterative scan when a filter or a site
-narrows the set), or from an exact scan when the filtered set is small enough to read whole.
+narrows the set), or from an exact scan when the filtered set is small enough to read whole
+(`exact_scan_limit`). Walking HNSW, a narrow filter is checked against a hashed set of the filtered
+documents and a broad one by looking up each row's document (ROW_CHECK_SHARE); ranked exactly, the
+filtered set is read from its documents' chunks. A filter far from the query costs the most: HNSW
+then visits many tuples before `candidates` pass (up to hnsw.max_scan_tuples, see _prepare).
 
 The two candidate lists are fused by weighted scores (see DEFAULT_FUSION for the measured choice;
 weighted reciprocal rank is the other method on offer), chunks are grouped into documents by their
@@ -56,18 +60,23 @@ from rag_core.search.validation import SearchRequest
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
 # Dense candidates of a small filtered set are ranked exactly (its vectors read whole), of a larger
-# one through HNSW with iterative scans. Measured on 4,356 real chunks (eval/bench_search.py's
-# filtered dense crossover, README): the exact scan costs about 12 ms + 0.026 ms per chunk, the
-# iterative scan about 33 ms + 2.4 ms / share, where share = filtered chunks / chunks in the index
-# (a narrow filter makes HNSW visit many tuples to find enough that pass). Exact wins while
-# 0.026 t^2 - 21 t - 2.4 N < 0 for t filtered chunks of N indexed: up to ~1,150 at N = 4.4K,
-# ~3,500 at 100K, ~10,000 at 1M. Never more than EXACT_SCAN_MAX vectors are read exactly.
+# one through HNSW with iterative scans. Measured at 100,864 chunks (eval/bench_search.py's filtered
+# dense crossover, 30 queries, date filters keeping 2-100% of the chunks, README "Filtered search at
+# 100K"): the exact scan costs about 0.016 ms per filtered chunk (vectors stored out of line: one
+# TOAST read each), the iterative scan a cost that does not depend on the share plus about
+# 5.7 ms / share, where share = filtered chunks / chunks in the index (a narrow filter makes HNSW
+# visit many tuples to find enough that pass). With the fixed costs taken as equal, exact wins while
+# 0.016 t < 5.7 N / t for t filtered chunks of N indexed: t < sqrt(356 N), ~1,250 at 4.4K (1,150
+# measured there), ~6,000 at 100K (measured between 5,000 and 10,000: 80 against 193 ms, 172 against
+# 112 ms), ~18,900 at 1M. A filter far from the query (other language, other corpus) costs HNSW more
+# than this model says, never the exact scan. Never more than EXACT_SCAN_MAX vectors are read exactly.
 EXACT_SCAN_MAX = 20_000
+EXACT_MS_PER_CHUNK, HNSW_MS_PER_SHARE = 0.016, 5.7
 
 
 def exact_scan_limit(indexed: int) -> int:
     """The largest filtered set (in chunks) ranked by exact scan when `indexed` chunks have vectors."""
-    return min(EXACT_SCAN_MAX, int((21 + math.sqrt(441 + 0.2496 * max(indexed, 0))) / 0.052))
+    return min(EXACT_SCAN_MAX, int(math.sqrt(HNSW_MS_PER_SHARE / EXACT_MS_PER_CHUNK * max(indexed, 0))))
 
 # The BM25 parameters and reference chunk length of the postings' impact order (migration 0003).
 IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
