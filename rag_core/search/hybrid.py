@@ -52,7 +52,11 @@ exact BM25 over the same lexemes on every shared set (overlap in README), at a c
 growing once lists are longer than the depth.
 
 Dense candidates come from the HNSW index (pgvector 0.8 iterative scan when a filter or a site
-narrows the set), or from an exact scan when the filtered set is small enough to read whole.
+narrows the set), or from an exact scan when the filtered set is small enough to read whole
+(`exact_scan_limit`). Walking HNSW, a narrow filter is checked against a hashed set of the filtered
+documents and a broad one by looking up each row's document (ROW_CHECK_SHARE); ranked exactly, the
+filtered set is read from its documents' chunks. A filter far from the query costs the most: HNSW
+then visits many tuples before `candidates` pass (up to hnsw.max_scan_tuples, see _prepare).
 
 The two candidate lists are fused by weighted scores (see DEFAULT_FUSION and FUSION_BY_EMBEDDER for the
 measured choices; weighted reciprocal rank is the other method on offer), chunks are grouped into
@@ -76,18 +80,23 @@ from rag_core.search.validation import SearchRequest
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
 # Dense candidates of a small filtered set are ranked exactly (its vectors read whole), of a larger
-# one through HNSW with iterative scans. Measured on 4,356 real chunks (eval/bench_search.py's
-# filtered dense crossover, README): the exact scan costs about 12 ms + 0.026 ms per chunk, the
-# iterative scan about 33 ms + 2.4 ms / share, where share = filtered chunks / chunks in the index
-# (a narrow filter makes HNSW visit many tuples to find enough that pass). Exact wins while
-# 0.026 t^2 - 21 t - 2.4 N < 0 for t filtered chunks of N indexed: up to ~1,150 at N = 4.4K,
-# ~3,500 at 100K, ~10,000 at 1M. Never more than EXACT_SCAN_MAX vectors are read exactly.
+# one through HNSW with iterative scans. Measured at 100,864 chunks (eval/bench_search.py's filtered
+# dense crossover, 30 queries, date filters keeping 2-100% of the chunks, README "Filtered search at
+# 100K"): the exact scan costs about 0.016 ms per filtered chunk (vectors stored out of line: one
+# TOAST read each), the iterative scan a cost that does not depend on the share plus about
+# 5.7 ms / share, where share = filtered chunks / chunks in the index (a narrow filter makes HNSW
+# visit many tuples to find enough that pass). With the fixed costs taken as equal, exact wins while
+# 0.016 t < 5.7 N / t for t filtered chunks of N indexed: t < sqrt(356 N), ~1,250 at 4.4K (1,150
+# measured there), ~6,000 at 100K (measured between 5,000 and 10,000: 80 against 193 ms, 172 against
+# 112 ms), ~18,900 at 1M. A filter far from the query (other language, other corpus) costs HNSW more
+# than this model says, never the exact scan. Never more than EXACT_SCAN_MAX vectors are read exactly.
 EXACT_SCAN_MAX = 20_000
+EXACT_MS_PER_CHUNK, HNSW_MS_PER_SHARE = 0.016, 5.7
 
 
 def exact_scan_limit(indexed: int) -> int:
     """The largest filtered set (in chunks) ranked by exact scan when `indexed` chunks have vectors."""
-    return min(EXACT_SCAN_MAX, int((21 + math.sqrt(441 + 0.2496 * max(indexed, 0))) / 0.052))
+    return min(EXACT_SCAN_MAX, int(math.sqrt(HNSW_MS_PER_SHARE / EXACT_MS_PER_CHUNK * max(indexed, 0))))
 
 # The BM25 parameters and reference chunk length of the postings' impact order (migration 0003).
 IMPACT_K1, IMPACT_B, IMPACT_LEN = 0.9, 0.4, 100.0
@@ -96,8 +105,16 @@ PROVE_MIN = 10
 # The "minmax" fusion reads a cosine between the query's best and this dense rank's (fixed, so deeper
 # pages, which take deeper candidate lists, rank their documents as the first page does).
 SPREAD_DEPTH = 100
+# Walking HNSW with a filter, a filter that keeps at most this share of the scope is checked against
+# a hashed set of its documents, built once per statement; a broader one by looking up each row's
+# document. A narrow filter can be far from the query (a folder of English abstracts, a Russian
+# query: 15-20K tuples visited to find 100 that pass, at 100K chunks), where one hash probe per
+# tuple instead of an index lookup halves the time; a broad one passes most tuples met, where the
+# set of every filtered document (tens of thousands of ids) would cost more than the lookups.
+ROW_CHECK_SHARE = 0.5
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
+MAX_SCAN_TUPLES_MIN = 20_000
 
 
 @dataclass(frozen=True)
@@ -249,10 +266,21 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "chunk": site.format(a="c"),
         "stats": site.format(a="s"),
         "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
-        "chunk_filter": " AND c.document_id IN (SELECT id FROM fd)" if filters else "",
+        # Ranked exactly, a filtered set is read from its documents: the chunks of each filtered
+        # document through the (document_id, chunk_index) index. As a semi-join the planner read every
+        # chunk of the site and kept the filtered ones (220 ms of 450 at 100K chunks for 5.6K kept).
+        "chunks_filtered": ("fd CROSS JOIN LATERAL (SELECT c.id, c.document_id, c.site_id, c.embedding FROM chunks c"
+                            " WHERE c.document_id = fd.id OFFSET 0) c") if filters else "chunks c",
+        # The postings walk joins the filtered documents (a hash built once; a per-row check of the
+        # same hashed set, which could stop the walk earlier, measured 5-25% slower at 100K chunks).
         "posting_filter": " AND p.document_id IN (SELECT id FROM fd)" if filters else "",
-        # Walking the HNSW index the filter must stay a per-row check: as a join the planner would
-        # rank every filtered chunk exactly instead (seconds at 100k chunks with a broad filter).
+        # Walking HNSW the filter must stay a per-row check: as a join the planner would rank every
+        # filtered chunk exactly instead (seconds at 100K chunks with a broad filter). Inside
+        # coalesce() the IN is not turned into a join: it is a hashed set of the filtered documents,
+        # built once per statement, and each row the walk meets costs one hash probe.
+        "chunk_filter_set": " AND coalesce(c.document_id IN (SELECT id FROM fd), false)" if filters else "",
+        # A broad filter passes most rows the HNSW walk meets, so a lookup of each row's document is
+        # cheaper than building the set of every filtered document (see ROW_CHECK_SHARE).
         "chunk_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = c.document_id"
                              + "".join(f" AND {f}" for f in filters) + ")") if filters else "",
         "fd": f"fd AS MATERIALIZED (SELECT d.id FROM documents d WHERE {site.format(a='d')}"
@@ -374,7 +402,7 @@ ft_exact AS (
 _DENSE_CTES = """
 de AS MATERIALIZED (
     SELECT c.id, c.document_id, c.embedding <=> %(emb)b::vector AS dist
-    FROM chunks c
+    FROM {chunks}
     WHERE {chunk_scope} AND c.embedding IS NOT NULL{chunk_filter}
     ORDER BY {order}
     LIMIT %(n)s
@@ -473,11 +501,13 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
     if mode in ("fulltext", "hybrid"):
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
     if mode in ("semantic", "hybrid"):
-        if dense_order == "index":
-            order, dense_filter = "c.embedding <=> %(emb)b::vector", frag["chunk_filter_row"]
+        if dense_order in ("index", "index_set"):
+            order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
+            dense_filter = frag["chunk_filter_set" if dense_order == "index_set" else "chunk_filter_row"]
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
-            order, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunk_filter"]
-        parts.append(_DENSE_CTES.format(chunk_scope=frag["chunk"], chunk_filter=dense_filter, order=order))
+            order, chunks, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunks_filtered"], ""
+        parts.append(_DENSE_CTES.format(chunks=chunks, chunk_scope=frag["chunk"], chunk_filter=dense_filter,
+                                        order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
     cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
     ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
@@ -489,16 +519,20 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 
 # --- running it ----------------------------------------------------------------------------------
 
-def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str]:
+def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
     """Session settings for this transaction and the sizes that choose the dense plan.
 
     Returns (chunks in scope after filters, capped where it stops mattering; languages stored in
-    scope; dense plan: "exact", "hnsw" or "none").
+    scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement).
     """
     frag = _scope_sql(scope)
-    # Chunks behind the filters, counted only up to what decides the plan (every document has a chunk).
+    # Chunks behind the filters, counted only up to what decides the plan and the HNSW row check:
+    # past EXACT_SCAN_MAX chunks and past ROW_CHECK_SHARE of the scope (every document has a chunk).
+    # Full text alone has no dense plan to choose: the statement's own filter finds an empty set.
     filtered = (f", (SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d"
-                f" WHERE {frag['doc']} LIMIT {EXACT_SCAN_MAX + 1}) x)" if scope.has_filters else ", NULL")
+                f" WHERE {frag['doc']} LIMIT greatest({EXACT_SCAN_MAX},"
+                f" ((SELECT sum(s.n_chunks) FROM corpus_stats s WHERE {frag['stats']}) * {ROW_CHECK_SHARE})::bigint) + 1) x)"
+                if scope.has_filters and mode in ("semantic", "hybrid") else ", NULL")
     row = conn.execute(
         "SELECT set_config('jit', 'off', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
@@ -510,17 +544,18 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
     ).fetchone()
     in_scope, everything, languages, in_filter = int(row[1]), int(row[2]), list(row[3] or []), row[4]
     if in_scope <= 0:
-        return 0, languages, "none"
+        return 0, languages, "none", "exact"
     target = int(in_filter) if in_filter is not None else in_scope
-    plan = "none"
+    plan, order = "none", "exact"
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
         if target <= exact_scan_limit(everything):
             plan = "exact"
         else:
             plan = "hnsw"
+            order = "index_set" if scope.has_filters and target <= ROW_CHECK_SHARE * in_scope else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
-            max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(20_000, 4 * n / share)))
+            max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(MAX_SCAN_TUPLES_MIN, 4 * n / share)))
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                 " set_config('hnsw.max_scan_tuples', %s, true),"
@@ -529,7 +564,7 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
                 " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
                 (str(min(1000, max(40, n))), str(max_scan)),
             )
-    return target, languages, plan
+    return target, languages, plan, order
 
 
 def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str], emb: np.ndarray | None) -> dict[str, Any]:
@@ -571,7 +606,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     with db.connection() as conn:
-        target, languages, plan = _prepare(conn, scope, req.mode, fusion)
+        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion)
         if target == 0 and not languages:
             where = f"site '{req.site_id}'" if req.site_id else "any site"
             raise IndexUnavailable(
@@ -582,7 +617,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
         configs, texts = query_configs(query, languages)
         if target == 0:
             return CoreResult(0, [], {}, {}, 0.0, configs, "empty", query_texts=texts)
-        sql = build_statement(req.mode, fusion, scope, "index" if plan == "hnsw" else "exact", "documents")
+        sql = build_statement(req.mode, fusion, scope, order, "documents")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks,
                        "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))})
@@ -635,11 +670,11 @@ def search_chunks(db: Any, query: str, emb: np.ndarray | None, *, k: int = 5, si
     scope = _Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
     with db.connection() as conn:
-        target, languages, plan = _prepare(conn, scope, mode, fusion)
+        target, languages, _, order = _prepare(conn, scope, mode, fusion)
         if target == 0:
             return []
         configs, texts = query_configs(query, languages)
-        sql = build_statement(mode, fusion, scope, "index" if plan == "hnsw" else "exact", "chunks")
+        sql = build_statement(mode, fusion, scope, order, "chunks")
         params = _params(scope, fusion, configs, texts, emb)
         params.update({"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
         rows = _run_ranked(conn, sql, params, fusion)

@@ -140,3 +140,54 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
     finally:
         with wb.db.connection() as conn:
             conn.execute("DELETE FROM documents WHERE site_id = %s", (crowd_site,))
+
+
+@pytest.mark.parametrize("row_check_share", [1.0, 0.0], ids=["hashed-set", "row-lookup"])
+def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch: pytest.MonkeyPatch,
+                                                          row_check_share: float) -> None:
+    """A filter far from the query (its documents in another cluster than the query's nearest
+    neighbours): the HNSW walk with either form of the per-row check returns the exact top within
+    the filter, and the statement checks the filter against a hashed set when it is narrow."""
+    rng = np.random.default_rng(11)
+    dim = len(wb.embedder.get_query_embedding("x"))
+    near, far = rng.normal(size=dim), rng.normal(size=dim)
+    groups = {"near": near, "far": far}
+    with wb.db.connection() as conn:
+        for name, centre in groups.items():
+            for i in range(120):
+                doc_id = conn.execute(
+                    "INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
+                    " VALUES (%s, %s, 'md', 'x', 'x', 1) RETURNING id", (site, f"{name}/{i}.md")).fetchone()[0]
+                v = centre + rng.normal(0, 0.8, dim)
+                conn.execute(
+                    "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language, fts,"
+                    " embedding) VALUES (%s, %s, 0, 'x', 0, 1, 'en', to_tsvector('english', 'x'), %s)",
+                    (doc_id, site, (v / np.linalg.norm(v)).astype(np.float32)))
+    query = near + rng.normal(0, 0.1, dim)
+    query = (query / np.linalg.norm(query)).astype(np.float32)
+    monkeypatch.setattr(hybrid, "ROW_CHECK_SHARE", row_check_share)
+    scope = hybrid._Scope(site, source="far/")
+    fusion = hybrid.Fusion(candidates=20)
+    params = hybrid._params(scope, fusion, ["english"], ["x"], query) | {"k": 10}
+
+    def top(limit: int) -> tuple[list[str], str]:
+        monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: limit)
+        with wb.db.connection() as conn:
+            _, _, plan, order = hybrid._prepare(conn, scope, "semantic", fusion)
+            if plan == "hnsw":
+                # Make the planner walk the HNSW index as it does on a large store.
+                conn.execute("SET LOCAL enable_sort = off")
+            sql = hybrid.build_statement("semantic", fusion, scope, order, "chunks")
+            explained = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params, prepare=False))
+            rows = conn.execute(sql, params, prepare=False).fetchall()
+        return [r[3] for r in rows], f"{plan} {order}\n{explained}"
+
+    exact, exact_plan = top(10**9)
+    walked, walked_plan = top(0)
+    assert exact_plan.startswith("exact") and len(exact) == 10 and all(s.startswith("far/") for s in exact)
+    # Ranked exactly, the filtered set is read from its documents, not from every chunk of the site.
+    assert "chunks_document_index_key" in exact_plan and "chunks_site_idx" not in exact_plan
+    assert walked_plan.startswith("hnsw " + ("index_set" if row_check_share else "index\n"))
+    assert "chunks_embedding_hnsw_idx" in walked_plan
+    assert ("hashed SubPlan" in walked_plan) == bool(row_check_share)
+    assert walked == exact
