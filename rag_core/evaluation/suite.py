@@ -68,11 +68,14 @@ def open_embedder_workbench(wb: Workbench, embedder: str) -> Workbench:
     if embedder == wb.settings.embedder:
         return wb
     from rag_core.db.database import create_database_if_missing
+    from rag_core.providers.embeddings import build_embedder
     from rag_core.workbench import open_workbench
 
     url = embedder_database_url(wb.database_url, embedder)
+    settings = wb.settings.model_copy(update={"embedder": embedder, "database_url": url})
+    model = build_embedder(settings)  # an unknown name fails here, before a database is created
     create_database_if_missing(url)
-    return open_workbench(wb.settings.model_copy(update={"embedder": embedder, "database_url": url}))
+    return open_workbench(settings, embedder=model)
 
 
 @contextmanager

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from urllib.parse import urlsplit
+
+import pytest
 
 from rag_core.db.database import drop_database
+from rag_core.errors import ConfigError
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
 from rag_core.evaluation.suite import (embedder_database_url, embedder_workbench, failed_queries, run_retrieval_suite,
                                        search_modes)
@@ -58,6 +62,15 @@ def test_two_embedders_are_measured_on_the_same_sample_each_in_a_store_of_its_ow
             assert same is wb
     finally:
         drop_database(other)
+
+
+def test_an_unknown_embedder_is_a_config_error_that_lists_the_known_ones(wb):
+    with pytest.raises(ConfigError, match="choose one of: .*e5-small"):
+        with embedder_workbench(wb, "e5-large"):
+            pass
+    name = urlsplit(embedder_database_url(wb.database_url, "e5-large")).path.lstrip("/")
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone()[0] == 0
 
 
 def test_an_embedders_database_is_named_after_the_base_and_the_embedder():
