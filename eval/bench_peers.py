@@ -1,12 +1,12 @@
 """Peer comparison: our hybrid search beside LlamaIndex's in-memory index, ChromaDB and bm25s.
 
-The same corpus, chunks, vectors (our use-multilingual embedder, computed once) and queries go
+The same corpus, chunks, vectors (the configured embedder, RAG_EMBEDDER, computed once) and queries go
 through every system in one run (rag_core.evaluation.peers, the code notebook 04 runs). Prints a
 table and writes eval/results/bench_peers_<set>.json: hit@5, nDCG@10, query latency p50/p95,
 ingest time and disk size, each also as a ratio to ours. With --runs N the whole comparison runs
 N times and the median of each figure is reported.
 
-Chunk vectors are cached in eval/cache/peers_vectors.npz (git-ignored); --seed-from-store first
+Chunk vectors are cached in eval/cache/peers_vectors_<embedder>.npz (git-ignored); --seed-from-store first
 takes the vectors of the `eval:<set>` site `rag eval` built in the configured store.
 
     .venv/bin/python eval/bench_peers.py --set scifact                 # every query, whole corpus
@@ -25,14 +25,13 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import open_workbench
-from rag_core.evaluation.peers import compare_peers, with_ratios
+from rag_core.evaluation.peers import compare_peers, vector_cache_name, with_ratios
 from rag_core.evaluation.runner import machine
 from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, load_eval_set
 from rag_core.evaluation.scale import vectors_from_store
 from rag_core.evaluation.vectors import load_cache, save_cache
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = REPO / "eval" / "cache" / "peers_vectors.npz"
 
 
 def main() -> int:
@@ -48,15 +47,16 @@ def main() -> int:
     ds = load_eval_set(args.set, args.sample, args.distractors)
     output = args.output or REPO / "eval" / "results" / f"bench_peers_{ds.name}.json"
     with open_workbench() as wb:
+        cache = REPO / "eval" / "cache" / vector_cache_name(wb.settings.embedder)
         if args.seed_from_store:
-            vectors = load_cache(CACHE)
+            vectors = load_cache(cache)
             vectors.update(vectors_from_store(wb))
-            save_cache(CACHE, vectors)
+            save_cache(cache, vectors)
             print(f"{len(vectors)} chunk vectors in the cache after reading the store", flush=True)
         tables = []
         for n in range(args.runs):
             load = os.getloadavg()[0]
-            table = compare_peers(wb, ds, cache_path=CACHE)
+            table = compare_peers(wb, ds, cache_path=cache)
             table["load_1min"] = load
             tables.append(table)
             print(f"run {n + 1}/{args.runs} done (load average {load:.1f})", flush=True)

@@ -2,7 +2,8 @@
 
 The kernels nbmake starts inherit this process's environment: before each notebook runs, this
 points DATABASE_URL at a fresh test database (on RAG_TEST_DATABASE_URL's server, else an embedded
-server in a temporary folder), never the developer's store, and sets RAG_EVAL_SAMPLE to a small
+server in a temporary folder), never the developer's store (the databases notebooks open beside it
+for other embedders are dropped with it), and sets RAG_EVAL_SAMPLE to a small
 sample. With RAG_EVAL_DATA unset, the notebooks get the small sets tests/evalsets.py writes, so a
 clone with nothing beside it runs them. The environment is restored after each notebook; the
 database and the written sets are removed at the end.
@@ -90,6 +91,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(str(_state.pop("eval_data")), ignore_errors=True)
     if "url" in _state:
         from rag_core.db.database import drop_database
+        from rag_core.evaluation.suite import embedder_database_url
+        from rag_core.providers.embeddings import EMBEDDERS
 
         drop_database(str(_state["url"]))
+        for name in EMBEDDERS:  # the stores notebooks open for other embedders (suite.embedder_workbench)
+            drop_database(embedder_database_url(str(_state["url"]), name))
         _state.clear()

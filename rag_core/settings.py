@@ -130,6 +130,8 @@ class RagSettings(BaseSettings):
 
     # --- evaluation ---
     eval_sample: int = Field(default=0, ge=0, description="Queries per set in notebooks; 0 means all.")
+    eval_distractors: int = Field(default=150, ge=0, description="Documents besides the judged ones in a "
+                                                                 "sampled set (RAG_EVAL_SAMPLE > 0).")
     eval_data: Path | None = Field(
         default=None, description="Folder of BEIR-layout evaluation sets, one sub-folder per set "
                                   "(`rag eval fetch` writes there); unset means RAG_DATA_DIR/eval-data.")

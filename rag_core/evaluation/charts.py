@@ -19,9 +19,10 @@ TARGET_LATENCY_MS = 1000   # the search spec: under one second per search
 
 def bars_against_target(df: pd.DataFrame, x: str, y: str, *, color: str | None = None, target: float | None = None,
                         target_label: str = "target", title: str = "", higher_is_better: bool = True,
-                        log_y: bool = False) -> go.Figure:
-    """Grouped bars of `y` per `x` (and `color`) with the target drawn as a dashed line."""
-    fig = px.bar(df, x=x, y=y, color=color, barmode="group", title=title, log_y=log_y, text_auto=".3~g")
+                        log_y: bool = False, facet_col: str | None = None) -> go.Figure:
+    """Grouped bars of `y` per `x` (and `color`, one panel per `facet_col`) with the target drawn as a dashed line."""
+    fig = px.bar(df, x=x, y=y, color=color, barmode="group", title=title, log_y=log_y, text_auto=".3~g",
+                 facet_col=facet_col)
     if target is not None:
         side = "≥" if higher_is_better else "<"
         fig.add_hline(y=target, line_dash="dash", line_color="firebrick",

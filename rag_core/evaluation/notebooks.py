@@ -53,6 +53,9 @@ def execute_notebook(path: Path, output: Path | None, timeout: int = 7200, kerne
 
 
 TEST_SAMPLE = 12  # queries per set when pytest runs the notebooks: each finishes in well under a minute
+# Documents besides the judged ones in a test run's samples: notebooks 01 and 02 embed each sample a second
+# time with e5-small (about 39 passages/s), which this keeps to well under a minute.
+TEST_DISTRACTORS = 50
 
 
 def notebook_test_env(database_url: str, data_dir: str, env: dict[str, str],
@@ -60,7 +63,7 @@ def notebook_test_env(database_url: str, data_dir: str, env: dict[str, str],
     """The variables `pytest --nbmake` gives the notebook kernels: the test database, a small sample, no tracking.
 
     A sample of 0 (everything) from the caller's environment is replaced: a test run never
-    evaluates the full sets; a positive sample is kept. `eval_data`, when given, becomes the
+    evaluates the full sets; a positive sample is kept, and so is RAG_EVAL_DISTRACTORS when set. `eval_data`, when given, becomes the
     kernels' RAG_EVAL_DATA (the sets the tests write when none is configured).
     """
     try:
@@ -71,6 +74,7 @@ def notebook_test_env(database_url: str, data_dir: str, env: dict[str, str],
         "DATABASE_URL": database_url,
         "RAG_DATA_DIR": data_dir,
         "RAG_EVAL_SAMPLE": str(sample if sample > 0 else TEST_SAMPLE),
+        "RAG_EVAL_DISTRACTORS": env.get("RAG_EVAL_DISTRACTORS") or str(TEST_DISTRACTORS),
         "RAGAS_DO_NOT_TRACK": "true",
         "PLOTLY_RENDERER": "json",   # figure JSON only: nothing to render in a test
     }

@@ -261,6 +261,13 @@ def with_ratios(table: pd.DataFrame, reference: str = "ours (hybrid)") -> pd.Dat
     return out
 
 
+def vector_cache_name(embedder: str) -> str:
+    """The chunk-vector cache file of an embedder (under eval/cache/): two embedders' vectors never mix."""
+    from rag_core.evaluation.suite import embedder_slug
+
+    return f"peers_vectors_{embedder_slug(embedder)}.npz"
+
+
 def compare_peers(wb: Workbench, ds: BeirDataset, cache_path: Path | None = None,
                   log: Callable[[str], None] | None = print) -> pd.DataFrame:
     """Every system on one corpus in one run: quality, latency, ingest time and disk, with ratios to ours.

@@ -2,7 +2,9 @@
 
 Each chunking goes into its own site (`eval:<set>-c<size>o<overlap>`; the default chunking keeps
 the set's usual site), so a rerun embeds nothing. Fusion settings only change the query: every
-point of the fusion sweep searches the same stored chunks.
+point of the fusion sweep searches the same stored chunks. The row marked `default` is the
+measured setting of the workbench's embedder (`fusion_for`), so a sweep run with another embedder
+(`suite.embedder_workbench`) is judged against that embedder's own choice.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import pandas as pd
 
 from rag_core.evaluation.datasets import BeirDataset
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
-from rag_core.search.hybrid import DEFAULT_FUSION, Fusion
+from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, fusion_for
 
 CHUNKINGS: tuple[tuple[int, int], ...] = ((500, 75), (1000, 0), (1000, 150), (1000, 300), (2000, 300))
-ALPHAS: tuple[float, ...] = (0.5, 0.7, 0.8, 0.85, 0.9, 0.95)
-RRF_VARIANTS: tuple[tuple[float, float], ...] = ((60.0, 1.0), (60.0, 0.5), (5.0, 0.2), (5.0, 0.1))  # (k, w_dense)
+# Low full-text weights too: a strong dense model (e5-small) does best near the other end of the range.
+ALPHAS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95)
+RRF_VARIANTS: tuple[tuple[float, float], ...] = (
+    (60.0, 1.0), (60.0, 0.5), (5.0, 1.0), (5.0, 0.2), (5.0, 0.1))  # (k, w_dense)
 
 
 def _metrics(result: EvalResult) -> dict[str, float]:
@@ -65,27 +69,55 @@ def describe_fusion(f: Fusion) -> str:
     return f"rrf k={f.k:g} w_dense={f.w_dense:g}"
 
 
+def measured_fusions(embedders: Sequence[str]) -> pd.DataFrame:
+    """The fusion each embedder's hybrid search uses (its measured setting, else the default)."""
+    return pd.DataFrame([{"embedder": name, "fusion": describe_fusion(fusion_for(name))} for name in embedders])
+
+
 def fusion_sweep(wb: Any, ds: BeirDataset, fusions: Sequence[Fusion] | None = None,
                  log: Callable[[str], None] | None = print) -> pd.DataFrame:
-    """Each fusion over the same stored chunks, with semantic and full text alone as the baselines."""
+    """Each fusion over the same stored chunks, with semantic and full text alone as the baselines.
+
+    The row marked `default` is the workbench embedder's measured fusion, added to the grid when
+    the grid lacks it; every row names the embedder.
+    """
+    measured = fusion_for(wb.embedder_name)
+    grid = list(fusions or fusion_grid())
+    if fusions is None and measured not in grid:
+        grid.append(measured)
     rows = []
     for mode in ("fulltext", "semantic"):
         result = evaluate_dataset(wb, ds, mode=mode)
-        rows.append({"fusion": f"{mode} only", "method": mode, "alpha": None, "rrf_k": None, "w_dense": None,
-                     "default": False, **_metrics(result)})
-    for fusion in fusions or fusion_grid():
+        rows.append({"embedder": wb.embedder_name, "fusion": f"{mode} only", "method": mode, "alpha": None,
+                     "rrf_k": None, "w_dense": None, "default": False, **_metrics(result)})
+    for fusion in grid:
         engine = wb.variant(search_cache_ttl_sec=0).search_engine
-        engine.fusion = fusion
+        # the embedder's relevance floor stays, so the measured row scores what a search does
+        engine.fusion = replace(fusion, cosine_floor=engine.fusion.cosine_floor)
         label = describe_fusion(fusion)
         result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine, label=label)
-        rows.append({"fusion": label, "method": fusion.method,
+        rows.append({"embedder": wb.embedder_name, "fusion": label, "method": fusion.method,
                      "alpha": fusion.alpha if fusion.method == "convex" else None,
                      "rrf_k": fusion.k if fusion.method == "rrf" else None,
                      "w_dense": fusion.w_dense if fusion.method == "rrf" else None,
-                     "default": fusion == DEFAULT_FUSION, **_metrics(result)})
+                     "default": fusion == measured, **_metrics(result)})
         if log:
             log(f"{label:24s} hit@5 {result.hit:.3f}  ndcg@10 {result.ndcg10:.3f}")
     return pd.DataFrame(rows)
+
+
+def fusion_sweeps(wb: Any, ds: BeirDataset, embedders: Sequence[str],
+                  log: Callable[[str], None] | None = print) -> pd.DataFrame:
+    """`fusion_sweep` once per embedder on the same set, each in its own store (`suite.embedder_workbench`)."""
+    from rag_core.evaluation.suite import embedder_workbench
+
+    tables = []
+    for name in embedders:
+        with embedder_workbench(wb, name) as ewb:
+            if log:
+                log(f"{name}: {describe_fusion(fusion_for(ewb.embedder_name))} is its measured fusion")
+            tables.append(fusion_sweep(ewb, ds, log=log))
+    return pd.concat(tables, ignore_index=True)
 
 
 def verdict(df: pd.DataFrame, label: str, metric: str = "ndcg@10") -> str:

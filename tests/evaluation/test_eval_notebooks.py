@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from rag_core.evaluation.notebooks import TEST_SAMPLE, list_notebooks, notebook_test_env
+from rag_core.evaluation.notebooks import TEST_DISTRACTORS, TEST_SAMPLE, list_notebooks, notebook_test_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,6 +30,8 @@ def test_kernels_get_the_test_database_and_a_small_sample(tmp_path):
     assert env["DATABASE_URL"] == "postgresql://x/test"
     assert env["RAG_EVAL_SAMPLE"] == str(TEST_SAMPLE) and env["RAGAS_DO_NOT_TRACK"] == "true"
     assert notebook_test_env("u", "d", {"RAG_EVAL_SAMPLE": "5"})["RAG_EVAL_SAMPLE"] == "5"
+    assert env["RAG_EVAL_DISTRACTORS"] == str(TEST_DISTRACTORS)
+    assert notebook_test_env("u", "d", {"RAG_EVAL_DISTRACTORS": "7"})["RAG_EVAL_DISTRACTORS"] == "7"
     # the sets the tests write reach the kernels only when RAG_EVAL_DATA is not configured
     assert "RAG_EVAL_DATA" not in env
     sets = str(tmp_path / "sets")

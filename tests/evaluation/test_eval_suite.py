@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from urllib.parse import urlsplit
 
+import pytest
+
+from rag_core.db.database import drop_database
+from rag_core.errors import ConfigError
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
-from rag_core.evaluation.suite import failed_queries, run_retrieval_suite, search_modes
+from rag_core.evaluation.suite import (embedder_database_url, embedder_workbench, failed_queries, run_retrieval_suite,
+                                       search_modes)
+from rag_core.search.hybrid import fusion_for
 
 
 def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_scifact, tmp_path, monkeypatch):
@@ -24,6 +31,52 @@ def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_sci
     again = evaluate_dataset(wb, tiny_scifact, mode="hybrid")
     first = next(r for r in run.results if r.mode == "hybrid")
     assert [q["ranked"] for q in again.per_query] == [q["ranked"] for q in first.per_query]
+
+
+def test_two_embedders_are_measured_on_the_same_sample_each_in_a_store_of_its_own(wb, tiny_scifact, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
+    other = embedder_database_url(wb.database_url, "e5-small")
+    try:
+        run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None,
+                                  embedders=["use-multilingual", "e5-small"])
+        table = run.table()
+        assert list(zip(table["embedder"], table["mode"])) == [
+            (e, m) for e in ("use-multilingual", "e5-small") for m in ("semantic", "fulltext", "hybrid")]
+        assert (table["queries"] == 3).all() and (table["docs"] == len(tiny_scifact.corpus)).all()
+        # the configured embedder's files stay where the Analytics page reads them; the other's go beside them
+        assert json.loads((tmp_path / "retrieval_scifact_hybrid.json").read_text())["embedder"] == "use-multilingual"
+        assert json.loads((tmp_path / "e5-small" / "retrieval_scifact_hybrid.json").read_text())["embedder"] == "e5-small"
+        wide = run.side_by_side()
+        assert list(wide.columns) == [(m, e) for m in ("hit@5", "ndcg@10") for e in ("use-multilingual", "e5-small")]
+        assert wide.loc[(tiny_scifact.name, "hybrid"), ("hit@5", "e5-small")] == next(
+            r.hit for r in run.results if r.embedder == "e5-small" and r.mode == "hybrid")
+        assert len(run.failures(tiny_scifact.name, "semantic", embedder="e5-small").columns) == 4
+        # the configured store was left alone: it holds one vector space
+        assert wb.embedder_mismatch() is None
+        with embedder_workbench(wb, "e5-small") as e5:
+            assert e5.database_url == other and e5.embedder_name == "e5-small"
+            assert replace(e5.search_engine.fusion, cosine_floor=None) == fusion_for("e5-small")
+            assert e5.status(site_id="eval:" + tiny_scifact.name)["documents"] == len(tiny_scifact.corpus)
+        with embedder_workbench(wb, "use-multilingual") as same:
+            assert same is wb
+    finally:
+        drop_database(other)
+
+
+def test_an_unknown_embedder_is_a_config_error_that_lists_the_known_ones(wb):
+    with pytest.raises(ConfigError, match="choose one of: .*e5-small"):
+        with embedder_workbench(wb, "e5-large"):
+            pass
+    name = urlsplit(embedder_database_url(wb.database_url, "e5-large")).path.lstrip("/")
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone()[0] == 0
+
+
+def test_an_embedders_database_is_named_after_the_base_and_the_embedder():
+    url = "postgresql://u@localhost:5433/rag_nb_1234?sslmode=disable"
+    assert embedder_database_url(url, "e5-small") == "postgresql://u@localhost:5433/rag_nb_1234_e5_small?sslmode=disable"
+    assert embedder_database_url("postgresql://localhost/rag", "huggingface:BAAI/bge").endswith("/rag_huggingface_baai_bge")
 
 
 def test_without_a_reranker_there_is_no_rerank_row_and_a_note_says_how(wb):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rag_core.evaluation.sweeps import chunking_sweep, describe_fusion, fusion_grid, fusion_sweep, verdict
-from rag_core.search.hybrid import DEFAULT_FUSION
+from rag_core.db.database import drop_database
+from rag_core.evaluation.runner import evaluate_dataset
+from rag_core.evaluation.suite import embedder_database_url, embedder_workbench
+from rag_core.evaluation.sweeps import (chunking_sweep, describe_fusion, fusion_grid, fusion_sweep, measured_fusions,
+                                        verdict)
+from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for
 
 
 def test_the_default_fusion_is_in_the_grid():
@@ -30,6 +34,26 @@ def test_fusion_sweep_leaves_the_workbench_search_untouched(wb, tiny_scifact):
     assert list(table["fusion"][:2]) == ["fulltext only", "semantic only"]
     assert table["default"].sum() == 1
     assert wb.search_engine.fusion is before
+
+
+def test_a_sweep_with_another_embedder_marks_that_embedders_measured_fusion_and_scores_it_as_search_does(
+        wb, tiny_scifact):
+    try:
+        with embedder_workbench(wb, "e5-small") as e5:
+            table = fusion_sweep(e5, tiny_scifact, log=None)
+            plain = evaluate_dataset(e5, tiny_scifact, mode="hybrid")
+    finally:
+        drop_database(embedder_database_url(wb.database_url, "e5-small"))
+    assert (table["embedder"] == "e5-small").all()
+    measured = table.loc[table["default"]]
+    assert list(measured["fusion"]) == [describe_fusion(fusion_for("e5-small"))]
+    # the measured row keeps the embedder's relevance floor: it is what Workbench.search returns
+    assert measured.iloc[0]["ndcg@10"] == plain.ndcg10 and measured.iloc[0]["hit@5"] == plain.hit
+
+
+def test_each_embedder_is_listed_with_the_fusion_its_hybrid_search_uses():
+    table = measured_fusions(["use-multilingual", "e5-small"])
+    assert list(table["fusion"]) == [describe_fusion(DEFAULT_FUSION), describe_fusion(fusion_for("e5-small"))]
 
 
 def test_verdict_compares_the_default_with_the_best_row():
