@@ -36,14 +36,15 @@ A max-score walk was measured and not taken: short lists read whole gave a lower
 score, and long lists whose ceilings (idf times the best impact) added up to less were left unread
 and probed by key for the rescored chunks only. On SciFact (10.6K chunks, 300 queries, interleaved,
 PostgreSQL CPU of the backend) it cut the full-text statement from 6.9 to 5.8 ms but the hybrid one
-only from 11.5 to 11.4 ms (14.2 to 14.7 on the service benchmark's titles and sentences); a skipped list adds its whole ceiling to every optimistic score, so 7
-queries in 300 instead of 1 went to the deep pass, the fusion candidates' overlap with exact BM25's
-top 100 fell from 0.978 to 0.960, and at 100K chunks 62 of 150 queries instead of 46 went deep. The
-lists it could skip are the ones the depth already cuts, and a key probe costs PostgreSQL about as
-much as reading a posting, so there was little to save. Reading those lists 100 deep instead of
-skipping them did no better, nor did rescoring past the best 100 only the chunks whose optimistic
-score reaches the 10th or the 100th exact score (hybrid 11.1-11.7 ms; with the 10th the candidates'
-overlap with exact BM25's top 100 fell to 0.81).
+only from 11.5 to 11.4 ms (14.2 to 14.7 on the service benchmark's titles and sentences); a skipped
+list adds its whole ceiling to every optimistic score, so 7 queries in 300 instead of 1 went to the
+deep pass, the fusion candidates' overlap with exact BM25's top 100 fell from 0.978 to 0.960, and at
+100K chunks 62 of 150 queries instead of 46 went deep. The lists it could skip are the ones the
+depth already cuts, and a key probe costs PostgreSQL about as much as reading a posting, so there
+was little to save. Reading those lists 100 deep instead of skipping them did no better, nor did
+rescoring past the best 100 only the chunks whose optimistic score reaches the 10th or the 100th
+exact score (hybrid 11.1-11.7 ms; with the 10th the candidates' overlap with exact BM25's top 100
+fell to 0.81).
 Filters are a per-posting check during the walk (document_id in the filtered documents), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
