@@ -113,6 +113,11 @@ SPREAD_DEPTH = 100
 # tuple instead of an index lookup halves the time; a broad one passes most tuples met, where the
 # set of every filtered document (tens of thousands of ids) would cost more than the lookups.
 ROW_CHECK_SHARE = 0.5
+# ...and only while that set stays small enough for PostgreSQL to hash it within work_mem (4 MB by
+# default, roughly 80K ids). Past that the planner keeps the IN as a plain subplan that scans the whole
+# list for every tuple the walk meets: at 1M chunks a one-corpus filter (394K chunks) ran one statement
+# for minutes. A larger set is checked by the per-row document lookup instead.
+ROW_CHECK_MAX = 50_000
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
 MAX_SCAN_TUPLES_MIN = 20_000
@@ -554,7 +559,8 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
             plan = "exact"
         else:
             plan = "hnsw"
-            order = "index_set" if scope.has_filters and target <= ROW_CHECK_SHARE * in_scope else "index"
+            narrow = target <= min(ROW_CHECK_SHARE * in_scope, ROW_CHECK_MAX)
+            order = "index_set" if scope.has_filters and narrow else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
             max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(MAX_SCAN_TUPLES_MIN, 4 * n / share)))
             conn.execute(

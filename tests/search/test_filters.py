@@ -142,9 +142,10 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
             conn.execute("DELETE FROM documents WHERE site_id = %s", (crowd_site,))
 
 
-@pytest.mark.parametrize("row_check_share", [1.0, 0.0], ids=["hashed-set", "row-lookup"])
+@pytest.mark.parametrize(("row_check_share", "row_check_max"), [(1.0, 10**9), (0.0, 10**9), (1.0, 100)],
+                         ids=["hashed-set", "row-lookup", "set-over-its-cap"])
 def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch: pytest.MonkeyPatch,
-                                                          row_check_share: float) -> None:
+                                                          row_check_share: float, row_check_max: int) -> None:
     """A filter far from the query (its documents in another cluster than the query's nearest
     neighbours): the HNSW walk with either form of the per-row check returns the exact top within
     the filter, and the statement checks the filter against a hashed set when it is narrow."""
@@ -166,6 +167,9 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
     query = near + rng.normal(0, 0.1, dim)
     query = (query / np.linalg.norm(query)).astype(np.float32)
     monkeypatch.setattr(hybrid, "ROW_CHECK_SHARE", row_check_share)
+    # A set larger than the cap (120 far documents here) is not hashed: each row's document is looked up.
+    monkeypatch.setattr(hybrid, "ROW_CHECK_MAX", row_check_max)
+    hashed = bool(row_check_share) and row_check_max >= 120
     scope = hybrid._Scope(site, source="far/")
     fusion = hybrid.Fusion(candidates=20)
     params = hybrid._params(scope, fusion, ["english"], ["x"], query) | {"k": 10}
@@ -187,7 +191,7 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
     assert exact_plan.startswith("exact") and len(exact) == 10 and all(s.startswith("far/") for s in exact)
     # Ranked exactly, the filtered set is read from its documents, not from every chunk of the site.
     assert "chunks_document_index_key" in exact_plan and "chunks_site_idx" not in exact_plan
-    assert walked_plan.startswith("hnsw " + ("index_set" if row_check_share else "index\n"))
+    assert walked_plan.startswith("hnsw " + ("index_set" if hashed else "index\n"))
     assert "chunks_embedding_hnsw_idx" in walked_plan
-    assert ("hashed SubPlan" in walked_plan) == bool(row_check_share)
+    assert ("hashed SubPlan" in walked_plan) == hashed
     assert walked == exact
