@@ -63,10 +63,12 @@ def fusion_grid(alphas: Sequence[float] = ALPHAS,
 
 
 def describe_fusion(f: Fusion) -> str:
-    """A short label: 'convex α=0.9' or 'rrf k=60 w_dense=0.5'."""
-    if f.method == "convex":
-        return f"convex α={f.alpha:g}"
-    return f"rrf k={f.k:g} w_dense={f.w_dense:g}"
+    """A short label: 'convex α=0.9', 'minmax α=0.625 best-of-each' or 'rrf k=60 w_dense=0.5'."""
+    if f.method in ("convex", "minmax"):
+        label = f"{f.method} α={f.alpha:g}"
+    else:
+        label = f"rrf k={f.k:g} w_dense={f.w_dense:g}"
+    return label if f.documents == "best-chunk" else f"{label} {f.documents}"
 
 
 def measured_fusions(embedders: Sequence[str]) -> pd.DataFrame:
@@ -97,7 +99,7 @@ def fusion_sweep(wb: Any, ds: BeirDataset, fusions: Sequence[Fusion] | None = No
         label = describe_fusion(fusion)
         result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine, label=label)
         rows.append({"embedder": wb.embedder_name, "fusion": label, "method": fusion.method,
-                     "alpha": fusion.alpha if fusion.method == "convex" else None,
+                     "alpha": fusion.alpha if fusion.method in ("convex", "minmax") else None,
                      "rrf_k": fusion.k if fusion.method == "rrf" else None,
                      "w_dense": fusion.w_dense if fusion.method == "rrf" else None,
                      "default": fusion == measured, **_metrics(result)})

@@ -16,6 +16,11 @@ def test_the_default_fusion_is_in_the_grid():
     grid = fusion_grid()
     assert DEFAULT_FUSION in grid
     assert describe_fusion(DEFAULT_FUSION) == "convex α=0.9"
+    # every method and document scoring is named as it is, not as another method
+    from dataclasses import replace
+
+    assert describe_fusion(replace(DEFAULT_FUSION, method="minmax", alpha=0.5, documents="best-of-each")) \
+        == "minmax α=0.5 best-of-each"
     assert {f.method for f in grid} == {"convex", "rrf"}
 
 
