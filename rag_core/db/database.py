@@ -148,9 +148,14 @@ def upgrade_schema(url: str, embedding_dim: "int | Callable[[], int]") -> str:
 
 
 def _configure(conn: psycopg.Connection) -> None:
+    import orjson
     from pgvector.psycopg import register_vector
+    from psycopg.types.json import set_json_loads
 
     register_vector(conn)
+    # json and jsonb columns parsed by orjson: a search's rows carry their facets and lexemes on every row,
+    # about twenty small documents per search, each 5-8x cheaper than with the json module.
+    set_json_loads(orjson.loads, conn)
     conn.commit()
 
 
