@@ -111,15 +111,17 @@ def term_spans(text: str, config: str, lexemes: Collection[str],
     if config == "russian":  # Snowball's Russian stems spell ё as е
         low = low.replace("ё", "е")
     starts: set[int] = set()
+    find, add = low.find, starts.add
     for prefix in _prefixes(lexemes) if prefixes is None else prefixes:
-        pos = low.find(prefix)
+        pos = find(prefix)
         while pos != -1:
             if pos == 0 or not low[pos - 1].isalnum():
-                starts.add(pos)
-            pos = low.find(prefix, pos + 1)
+                add(pos)
+            pos = find(prefix, pos + 1)
     found = []
+    word = _WORD.match
     for pos in sorted(starts):
-        match = _WORD.match(low, pos)
+        match = word(low, pos)
         if match:
             found.append((pos, match.end()))
     stems = _stems([low[s:e] for s, e in found], config)
@@ -143,9 +145,10 @@ def _best_window(matches: list[tuple[int, int, str]], starts: list[int], low: in
         s, e, lexeme = matches[i]
         if e > high:
             break
-        left = max(low, s - FRAGMENT_LEAD)
-        right = min(high, left + FRAGMENT_WINDOW)
-        counted = max(counted, i)
+        left = s - FRAGMENT_LEAD if s - FRAGMENT_LEAD > low else low
+        right = left + FRAGMENT_WINDOW if left + FRAGMENT_WINDOW < high else high
+        if counted < i:
+            counted = i
         while counted < n and starts[counted] < right:
             counted += 1
         if inside < i:
