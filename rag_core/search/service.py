@@ -254,7 +254,7 @@ class SearchEngine:
             "dense_rank": best.dense_rank if best else None,
             "fulltext_rank": best.fulltext_rank if best else None,
             "highlights": [h.text for h in marks],
-            "highlight_spans": [[list(s) for s in h.spans] for h in marks],
+            "highlight_spans": [list(map(list, h.spans)) for h in marks],
             "context_chunks": [],
         }
         if hasattr(doc, "rerank_score"):
