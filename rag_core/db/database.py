@@ -156,14 +156,9 @@ if getattr(_pg_queries, "MAX_CACHED_STATEMENT_LENGTH", 0) < 32_768:
 
 
 def _configure(conn: psycopg.Connection) -> None:
-    import orjson
     from pgvector.psycopg import register_vector
-    from psycopg.types.json import set_json_loads
 
     register_vector(conn)
-    # json and jsonb columns parsed by orjson: a search's rows carry their facets and lexemes on every row,
-    # about twenty small documents per search, each 5-8x cheaper than with the json module.
-    set_json_loads(orjson.loads, conn)
     conn.commit()
 
 
