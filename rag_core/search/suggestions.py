@@ -15,9 +15,9 @@ import datetime as dt
 import re
 import threading
 import time
-from itertools import chain, repeat
 from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Collection, Sequence
 
