@@ -111,15 +111,17 @@ def term_spans(text: str, config: str, lexemes: Collection[str],
     if config == "russian":  # Snowball's Russian stems spell ё as е
         low = low.replace("ё", "е")
     starts: set[int] = set()
+    find, add = low.find, starts.add
     for prefix in _prefixes(lexemes) if prefixes is None else prefixes:
-        pos = low.find(prefix)
+        pos = find(prefix)
         while pos != -1:
             if pos == 0 or not low[pos - 1].isalnum():
-                starts.add(pos)
-            pos = low.find(prefix, pos + 1)
+                add(pos)
+            pos = find(prefix, pos + 1)
     found = []
+    word = _WORD.match
     for pos in sorted(starts):
-        match = _WORD.match(low, pos)
+        match = word(low, pos)
         if match:
             found.append((pos, match.end()))
     stems = _stems([low[s:e] for s, e in found], config)
@@ -128,18 +130,41 @@ def term_spans(text: str, config: str, lexemes: Collection[str],
 
 def _best_window(matches: list[tuple[int, int, str]], starts: list[int], low: int, high: int) -> tuple[int, int] | None:
     """The [left, right) of FRAGMENT_WINDOW characters inside [low, high), starting FRAGMENT_LEAD before a match,
-    that holds the most distinct lexemes (then the most matches; the earliest on a tie)."""
+    that holds the most distinct lexemes (then the most matches; the earliest on a tie).
+
+    One pass: a window's edges only move right from one match to the next, so the matches starting inside
+    it (`counted`) and those ending inside it (`inside`, whose lexemes are tallied) are kept as two moving
+    ends instead of being gathered again for every match.
+    """
     best, best_score = None, (0, 0)
-    for i in range(bisect.bisect_left(starts, low), len(matches)):
-        s, e, _ = matches[i]
+    n = len(matches)
+    first = bisect.bisect_left(starts, low)
+    counted = inside = first
+    tally: dict[str, int] = {}
+    for i in range(first, n):
+        s, e, lexeme = matches[i]
         if e > high:
             break
-        left = max(low, s - FRAGMENT_LEAD)
-        right = min(high, left + FRAGMENT_WINDOW)
-        inside = matches[i:bisect.bisect_left(starts, right, i)]
-        score = (len({m[2] for m in inside if m[1] <= right}), len(inside))
+        left = s - FRAGMENT_LEAD if s - FRAGMENT_LEAD > low else low
+        right = left + FRAGMENT_WINDOW if left + FRAGMENT_WINDOW < high else high
+        if counted < i:
+            counted = i
+        while counted < n and starts[counted] < right:
+            counted += 1
+        if inside < i:
+            inside = i
+        while inside < n and matches[inside][1] <= right:
+            word = matches[inside][2]
+            tally[word] = tally.get(word, 0) + 1
+            inside += 1
+        score = (len(tally), counted - i)
         if score > best_score:
             best, best_score = (left, right), score
+        if i < inside:  # the next window starts after this match
+            if tally[lexeme] == 1:
+                del tally[lexeme]
+            else:
+                tally[lexeme] -= 1
     return best
 
 

@@ -12,6 +12,8 @@ import threading
 import weakref
 from typing import Any
 
+import orjson
+
 from rag_core.db.database import Database
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
 
@@ -168,12 +170,21 @@ def log_search(db: Database, *, query: str, mode: str, params: dict[str, Any], r
     when = dt.datetime.now(dt.timezone.utc)
     try:
         row = (when, str(query).replace("\x00", " ")[:2000], str(mode)[:40],
-               json.dumps(params, default=str), int(result_count), float(duration_ms), site_id, user_id, error_code)
+               _json(params), int(result_count), float(duration_ms), site_id, user_id, error_code)
     except Exception as exc:  # an odd value must not fail the search either
         log.warning("Could not log a search: %s", exc)
         return when
     query_log_writer(db).submit(row)
     return when
+
+
+def _json(params: dict[str, Any]) -> str:
+    """params as JSON text: orjson (a tenth of json's CPU on the search path), json for what orjson refuses
+    (an integer past 64 bits, a key that is not a string)."""
+    try:
+        return orjson.dumps(params, default=str).decode()
+    except TypeError:
+        return json.dumps(params, default=str)
 
 
 def _since(value: Any) -> dt.datetime | None:

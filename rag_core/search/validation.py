@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from rag_core.errors import InvalidQuery
@@ -49,12 +49,10 @@ class SearchRequest:
 
     def log_params(self) -> dict[str, Any]:
         """The parameters stored in query_log.params (JSON-safe)."""
-        data = asdict(self)
-        data.pop("query")
-        data["types"] = list(self.types)
-        for key in ("date_from", "date_to"):
-            data[key] = data[key].isoformat() if data[key] else None
-        return data
+        return {"mode": self.mode, "limit": self.limit, "page": self.page, "types": list(self.types),
+                "date_from": self.date_from.isoformat() if self.date_from else None,
+                "date_to": self.date_to.isoformat() if self.date_to else None, "source": self.source,
+                "site_id": self.site_id, "include_context": self.include_context, "max_chunks": self.max_chunks}
 
 
 def _invalid(message: str, field_name: str, value: Any, allowed: str | None = None) -> InvalidQuery:

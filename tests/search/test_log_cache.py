@@ -123,6 +123,23 @@ def test_recent_queries_come_from_the_table_and_from_this_process(wb, site) -> N
     assert slow.matching(site, "curves", ["curv"], 3) == ["curve radius", "pump curves"]
 
 
+def test_own_searches_past_the_window_are_forgotten(wb, site) -> None:
+    """This process's searches are found by term; only the newest `window` of them count."""
+    import datetime as dt
+
+    from rag_core.search.suggestions import RecentQueries
+
+    recent = RecentQueries(wb.db, refresh_sec=3600, window=3)
+    assert recent.matching(site, "gauges", ["gaug"], 5) == []  # the site's log, read once, is empty
+    now = dt.datetime.now(dt.timezone.utc)
+    for i in range(10):  # the oldest seven leave the window; the index is rebuilt on the way
+        recent.note(site, f"gauge {i}", ["gaug", f"n{i}"], now + dt.timedelta(seconds=i))
+    assert recent.matching(site, "gauges", ["gaug"], 5) == ["gauge 9", "gauge 8", "gauge 7"]
+    assert recent.matching(site, "n2", ["n2"], 5) == []
+    assert recent.matching(site, "n8 gauges", ["n8", "gaug"], 5) == ["gauge 9", "gauge 8", "gauge 7"]  # each once
+    assert recent.matching(site, "n8", ["n8"], 5) == ["gauge 8"]
+
+
 def test_tenant_isolation_and_eval_sites_stay_out_of_every_site_searches(wb, site) -> None:
     secret = "quokkavault"
     wb.ingest_texts([{"source": "mine.md", "text": f"The {secret} manual of tenant A.", "title": "Mine"}], site_id=site)

@@ -87,3 +87,23 @@ def test_exact_scan_limit_follows_the_measured_crossover() -> None:
     assert 5_000 <= exact_scan_limit(100_864) <= 10_000
     assert exact_scan_limit(10**9) == EXACT_SCAN_MAX
     assert exact_scan_limit(0) < exact_scan_limit(10_000) < exact_scan_limit(1_000_000)
+
+
+def test_every_search_statement_fits_psycopg_parse_cache() -> None:
+    """Every variant of the ranking statement is short enough for psycopg to keep its parsed placeholders
+    (rag_core.db.database raises psycopg's bound): otherwise each search parses about 7 KB of SQL again."""
+    import datetime as dt
+    import itertools
+
+    from psycopg import _queries
+
+    import rag_core.db.database  # noqa: F401 - raises the bound on import
+    from rag_core.search.hybrid import FUSION_BY_EMBEDDER, Fusion, _Scope, build_statement
+
+    scopes = [_Scope("s"), _Scope(None), _Scope("s", ("pdf",), dt.date(2020, 1, 1), dt.date(2021, 1, 1), "/a")]
+    fusions = [Fusion(), Fusion(method="convex"), *FUSION_BY_EMBEDDER.values()]
+    longest = max(len(build_statement(mode, fusion, scope, order, output).encode())
+                  for mode, fusion, scope, order, output in itertools.product(
+                      ("hybrid", "semantic", "fulltext"), fusions, scopes, ("exact", "index", "index_set"),
+                      ("documents", "chunks")))
+    assert longest <= _queries.MAX_CACHED_STATEMENT_LENGTH
