@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +196,62 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
     assert "chunks_embedding_hnsw_idx" in walked_plan
     assert ("hashed SubPlan" in walked_plan) == hashed
     assert walked == exact
+
+
+@pytest.mark.parametrize("mode", ["fulltext", "hybrid"])
+def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, files_site, mode: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the narrow bound the postings walk checks each posting's document instead of joining the set
+    of every filtered document (which at 1M chunks overflowed work_mem and was rebuilt for every list):
+    the same documents either way, and the statement then builds no such set at all."""
+    site, _ = files_site
+    monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: 0)  # the HNSW plan of a large store
+    scope = hybrid._Scope(site, types=("md", "txt"))
+    fusion = hybrid.Fusion()
+    query = "fire alarm wing"
+    emb = np.asarray(wb.embedder.get_query_embedding(query), dtype=np.float32) if mode == "hybrid" else None
+
+    def run(row_check_share: float) -> tuple[list[str], str, str]:
+        monkeypatch.setattr(hybrid, "ROW_CHECK_SHARE", row_check_share)
+        with wb.db.connection() as conn:
+            _, languages, _, order = hybrid._prepare(conn, scope, mode, fusion)
+            configs, texts = hybrid.query_configs(query, languages)
+            sql = hybrid.build_statement(mode, fusion, scope, order, "chunks")
+            params = hybrid._params(scope, fusion, configs, texts, emb) | {"k": 10}
+            explained = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params, prepare=False))
+            rows = conn.execute(sql, params, prepare=False).fetchall()
+        return sorted(Path(r[3]).name for r in rows), order, explained
+
+    as_set, set_order, set_plan = run(1.0)
+    by_row, row_order, row_plan = run(0.0)
+    assert set_order in ("exact", "index_set") and row_order == "index"
+    assert "CTE fd" in set_plan and "CTE fd" not in row_plan and "documents_pkey" in row_plan
+    assert by_row == as_set
+    assert {"fire_jan.md", "fire_feb.txt", "fire_feb2.md"} <= set(by_row) <= {"fire_jan.md", "fire_feb.txt",
+                                                                            "fire_feb2.md", "budget_mar.txt"}
+
+
+def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope of many documents is sampled before its filter is counted: a sample that shows a broad
+    filter decides alone, anything else is counted exactly (an empty filter stays empty)."""
+    site, _ = files_site
+    with wb.db.connection() as conn:
+        conn.execute("ANALYZE documents")  # the sample's size comes from the table's row estimate
+    monkeypatch.setattr(hybrid, "COUNT_MAX_DOCS", 0)      # every scope is "large"
+    monkeypatch.setattr(hybrid, "SAMPLE_DOCS", 10**6)     # ...and sampled whole, so the estimate is exact
+    monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: 0)
+    monkeypatch.setattr(hybrid, "EXACT_SCAN_MAX", 0)  # a count stops at the narrow bound plus one document
+    fusion = hybrid.Fusion()
+
+    def prepared(scope: hybrid._Scope, row_check_max: int) -> tuple[int, str]:
+        monkeypatch.setattr(hybrid, "ROW_CHECK_MAX", row_check_max)
+        with wb.db.connection() as conn:
+            target, _, _, order = hybrid._prepare(conn, scope, "hybrid", fusion)
+        return target, order
+
+    broad = hybrid._Scope(site, types=("md", "txt", "csv"))  # 5 of the 6 one-chunk documents
+    # The sample decides (a count would have stopped at 2 documents): broad, each row looked up.
+    assert prepared(broad, 1) == (5, "index")
+    # Not broad enough by the sample to skip the count: counted up to half the scope plus one document.
+    assert prepared(broad, 10**6) == (4, "index")
+    assert prepared(hybrid._Scope(site, date_from=dt.date(2030, 1, 1)), 1)[0] == 0
