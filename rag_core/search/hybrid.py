@@ -45,7 +45,8 @@ was little to save. Reading those lists 100 deep instead of skipping them did no
 rescoring past the best 100 only the chunks whose optimistic score reaches the 10th or the 100th
 exact score (hybrid 11.1-11.7 ms; with the 10th the candidates' overlap with exact BM25's top 100
 fell to 0.81).
-Filters are a per-posting check during the walk (document_id in the filtered documents), so the
+Filters are a per-posting check during the walk (document_id in the set of the filtered documents
+for a narrow filter, a lookup of the posting's document for a broad one, see ROW_CHECK_SHARE), so the
 walk continues until it has `depth` postings that pass or the list ends: full text is never empty
 while a query lexeme occurs in the filtered scope, and a selective filter degrades to exact
 scoring of that lexeme's list. Measured (see README "Full text at scale"): the same top-10 as an
@@ -118,6 +119,21 @@ ROW_CHECK_SHARE = 0.5
 # list for every tuple the walk meets: at 1M chunks a one-corpus filter (394K chunks) ran one statement
 # for minutes. A larger set is checked by the per-row document lookup instead.
 ROW_CHECK_MAX = 50_000
+# A scope of more than COUNT_MAX_DOCS documents tells a filter's breadth from a sample of SAMPLE_DOCS of them
+# before counting (see _filtered_chunks).
+COUNT_MAX_DOCS, SAMPLE_DOCS = 50_000, 4000
+# HNSW's search breadth grows with the index: at 1M chunks (USE vectors, 30 queries, top 100 against an exact
+# scan) ef_search 100 finds 0.893 of the exact top 10 in 5.2 ms, 200 finds 0.947 in 7.9 ms, 400 finds 0.983 in
+# 12.9 ms; at 100K chunks 100 already found 0.981. The candidates' ef_search is scaled by the chunks indexed
+# per EF_SCALE_CHUNKS, up to 4x.
+EF_SCALE_CHUNKS = 250_000
+
+
+def hnsw_ef_search(candidates: int, indexed: int) -> int:
+    """hnsw.ef_search for `candidates` dense candidates from an index of `indexed` chunks."""
+    return min(1000, int(max(40, candidates) * min(4.0, max(1.0, indexed / EF_SCALE_CHUNKS))))
+
+
 # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
 MAX_SCAN_TUPLES_CAP = 200_000
 MAX_SCAN_TUPLES_MIN = 20_000
@@ -272,14 +288,21 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "chunk": site.format(a="c"),
         "stats": site.format(a="s"),
         "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
+        "doc_site": site.format(a="d"),
+        "doc_filters": " AND ".join(filters) or "true",
         # Ranked exactly, a filtered set is read from its documents: the chunks of each filtered
         # document through the (document_id, chunk_index) index. As a semi-join the planner read every
         # chunk of the site and kept the filtered ones (220 ms of 450 at 100K chunks for 5.6K kept).
         "chunks_filtered": ("fd CROSS JOIN LATERAL (SELECT c.id, c.document_id, c.site_id, c.embedding FROM chunks c"
                             " WHERE c.document_id = fd.id OFFSET 0) c") if filters else "chunks c",
-        # The postings walk joins the filtered documents (a hash built once; a per-row check of the
-        # same hashed set, which could stop the walk earlier, measured 5-25% slower at 100K chunks).
-        "posting_filter": " AND p.document_id IN (SELECT id FROM fd)" if filters else "",
+        # The postings walk joins a narrow filter's documents (a hash built once; a per-row check of the
+        # same hashed set, which could stop the walk earlier, measured 5-25% slower at 100K chunks)...
+        "posting_filter_set": " AND p.document_id IN (SELECT id FROM fd)" if filters else "",
+        # ...and looks up each posting's document under a broad one. Joined, a set of hundreds of thousands
+        # of documents overflows work_mem: the hash is then built in batches on disk, and again for every
+        # list the walk reads (at 1M chunks a filter keeping every document cost 1.9 s of a 2.3 s statement).
+        "posting_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = p.document_id"
+                               + "".join(f" AND {f}" for f in filters) + ")") if filters else "",
         # Walking HNSW the filter must stay a per-row check: as a join the planner would rank every
         # filtered chunk exactly instead (seconds at 100K chunks with a broad filter). Inside
         # coalesce() the IN is not turned into a join: it is a hashed set of the filtered documents,
@@ -498,14 +521,21 @@ ORDER BY t.score DESC, t.id
 
 
 def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, output: str) -> str:
-    """The one statement for a mode: CTEs for each ranking, their fusion, then the page or top chunks."""
+    """The one statement for a mode: CTEs for each ranking, their fusion, then the page or top chunks.
+
+    dense_order (from _prepare) also says how a filter is checked: "index" looks up each row's document
+    (a broad filter, in the postings walk as in the HNSW walk); "index_set" and "exact" use the set of the
+    filtered documents (a narrow one).
+    """
     frag = _scope_sql(scope)
-    parts = ["WITH", frag["fd"]] if frag["fd"] else ["WITH"]
+    row_check = dense_order == "index"
+    parts = ["WITH", frag["fd"]] if frag["fd"] and not row_check else ["WITH"]
     if mode in ("fulltext", "hybrid") or output == "documents":
         # The query's lexemes and their statistics; documents output reports the rare ones as `terms`.
         parts.append(_LEXEME_CTES.format(stats_scope=frag["stats"]))
     if mode in ("fulltext", "hybrid"):
-        parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]))
+        posting_filter = frag["posting_filter_row" if row_check else "posting_filter_set"]
+        parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=posting_filter))
     if mode in ("semantic", "hybrid"):
         if dense_order in ("index", "index_set"):
             order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
@@ -526,40 +556,36 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 # --- running it ----------------------------------------------------------------------------------
 
 def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
-    """Session settings for this transaction and the sizes that choose the dense plan.
+    """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
 
     Returns (chunks in scope after filters, capped where it stops mattering; languages stored in
-    scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement).
+    scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement, which also
+    says how the filter is checked: "index" for a broad filter, looked up row by row, in full text too).
     """
     frag = _scope_sql(scope)
-    # Chunks behind the filters, counted only up to what decides the plan and the HNSW row check:
-    # past EXACT_SCAN_MAX chunks and past ROW_CHECK_SHARE of the scope (every document has a chunk).
-    # Full text alone has no dense plan to choose: the statement's own filter finds an empty set.
-    filtered = (f", (SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d"
-                f" WHERE {frag['doc']} LIMIT greatest({EXACT_SCAN_MAX},"
-                f" ((SELECT sum(s.n_chunks) FROM corpus_stats s WHERE {frag['stats']}) * {ROW_CHECK_SHARE})::bigint) + 1) x)"
-                if scope.has_filters and mode in ("semantic", "hybrid") else ", NULL")
+    params = _scope_params(scope)
     row = conn.execute(
         "SELECT set_config('jit', 'off', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
-        "   GROUP BY s.language HAVING sum(s.n_chunks) > 0) x)"
-        f"{filtered}",
-        _scope_params(scope),
+        "   GROUP BY s.language HAVING sum(s.n_chunks) > 0) x),"
+        " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
+        params,
     ).fetchone()
-    in_scope, everything, languages, in_filter = int(row[1]), int(row[2]), list(row[3] or []), row[4]
+    in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
     if in_scope <= 0:
         return 0, languages, "none", "exact"
-    target = int(in_filter) if in_filter is not None else in_scope
-    plan, order = "none", "exact"
+    target = _filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1)) if scope.has_filters \
+        else in_scope
+    narrow = target <= min(ROW_CHECK_SHARE * in_scope, ROW_CHECK_MAX)
+    plan, order = "none", "exact" if narrow or not scope.has_filters else "index"
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
         if target <= exact_scan_limit(everything):
-            plan = "exact"
+            plan, order = "exact", "exact"
         else:
             plan = "hnsw"
-            narrow = target <= min(ROW_CHECK_SHARE * in_scope, ROW_CHECK_MAX)
             order = "index_set" if scope.has_filters and narrow else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
             max_scan = int(min(MAX_SCAN_TUPLES_CAP, max(MAX_SCAN_TUPLES_MIN, 4 * n / share)))
@@ -569,9 +595,38 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
                 # Above the measured crossover the index is the cheaper plan, but on a store of a few
                 # thousand chunks the planner's estimate still picks a sequential scan and a sort.
                 " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
-                (str(min(1000, max(40, n))), str(max_scan)),
+                (str(hnsw_ef_search(n, everything)), str(max_scan)),
             )
     return target, languages, plan, order
+
+
+def _filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_scope: int, everything: int,
+                     documents: float) -> int:
+    """Chunks behind the filters, as precisely as the plan and the filter check need them.
+
+    A large scope is sampled first (TABLESAMPLE: SAMPLE_DOCS of its documents, a few milliseconds at 1M
+    chunks); when the sample shows a broad filter, its estimate decides. Otherwise the filtered documents
+    are counted, only up to what decides the plan and the check: past EXACT_SCAN_MAX chunks and past the
+    narrow filter's bound (ROW_CHECK_SHARE of the scope, at most ROW_CHECK_MAX; every document has a
+    chunk). Counting alone cost 260-600 ms at 1M chunks for a filter on one corpus whose sources sort
+    after the others' (the count walks the source index to find 50K that pass).
+    """
+    scope_docs = documents * in_scope / max(everything, 1) if documents > 0 else 0.0
+    if scope_docs > COUNT_MAX_DOCS:
+        pct = min(100.0, 100.0 * SAMPLE_DOCS / scope_docs)
+        sampled, chunks, kept = conn.execute(
+            f"SELECT count(*), sum(d.chunk_count), coalesce(sum(d.chunk_count) FILTER (WHERE {frag['doc_filters']}), 0)"
+            f" FROM documents d TABLESAMPLE SYSTEM (%(pct)s) REPEATABLE (0) WHERE {frag['doc_site']}",
+            {**params, "pct": pct}).fetchone()
+        # Too few documents in the sample (the table's estimate stale or far off) leave it to the count.
+        enough = pct >= 100.0 or sampled >= SAMPLE_DOCS // 4
+        estimate = int(in_scope * kept / chunks) if enough and chunks else 0
+        if estimate > 2 * exact_scan_limit(everything) and estimate > 2 * ROW_CHECK_MAX:
+            return estimate
+    return int(conn.execute(
+        f"SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d WHERE {frag['doc']}"
+        f" LIMIT greatest({EXACT_SCAN_MAX}, least({ROW_CHECK_MAX}, %(in_scope)s::bigint * {ROW_CHECK_SHARE})::bigint) + 1) x",
+        {**params, "in_scope": in_scope}).fetchone()[0])
 
 
 def _params(scope: _Scope, fusion: Fusion, configs: list[str], texts: list[str], emb: np.ndarray | None) -> dict[str, Any]:
@@ -730,7 +785,7 @@ def fulltext_ranking(db: Any, query: str, *, k: int = 10, site_id: str | None = 
         fusion = replace(fusion, depth=2**31 - 1, rescore=2**31 - 1)
     frag = _scope_sql(scope)
     sql = "\n".join(["WITH", frag["fd"], _LEXEME_CTES.format(stats_scope=frag["stats"]),
-                     _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter"]),
+                     _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter_set"]),
                      "x AS (SELECT 1) SELECT f.id, f.score, (SELECT exact FROM ft_exact) FROM ft f ORDER BY f.score DESC, f.id"])
     with db.connection() as conn:
         languages = [r[0] for r in conn.execute(
