@@ -122,6 +122,14 @@ def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
         for q in queries:
             ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=retried)
             assert exact and [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10), q
+    # A second pass still too shallow to prove some of them: the third, deeper one proves them all.
+    two_passes = replace(DEFAULT_FUSION, depth=20, rescore=40, deep_depth=25, deep_rescore=40, deeper_depth=25)
+    three_passes = replace(two_passes, deeper_depth=4000)
+    assert not all(fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=two_passes)[1] for q in queries)
+    with wb.db.connection() as conn:
+        for q in queries:
+            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=three_passes)
+            assert exact and [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10), q
 
 
 def test_exact_reference_ranking_matches_python(wb, zipf_site) -> None:
