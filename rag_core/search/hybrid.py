@@ -36,9 +36,10 @@ How the work per query lexeme is bounded, whatever the corpus size:
    0.959); with the third, 98 and 1.000 (1.000 on all three sets; full text p50 46 -> 91 ms, p95
    101 -> 222 ms). Hybrid search, whose full-text side is 100 candidates for fusion, stops after two:
    the third doubled its PostgreSQL CPU at 1M chunks (p50 60 -> 115 ms, p95 90 -> 250 ms) and
-   changed 3 of 30 top 10s. At 100K distinct chunks two passes already prove every query. The candidates past the head (fusion, totals and facets
-   take 100) carry exact scores but are not proven to be the 100 best: proving all 100 sent 26 of
-   60 SciFact queries (10.6K chunks) to the deep pass, proving the head 1 of 60.
+   changed 3 of 30 top 10s. At 100K distinct chunks two passes already prove every query. The
+   candidates past the head (fusion, totals and facets take 100) carry exact scores but are not
+   proven to be the 100 best: proving all 100 sent 26 of 60 SciFact queries (10.6K chunks) to the
+   deep pass, proving the head 1 of 60.
 A max-score walk was measured and not taken: short lists read whole gave a lower bound of the 100th
 score, and long lists whose ceilings (idf times the best impact) added up to less were left unread
 and probed by key for the rescored chunks only. On SciFact (10.6K chunks, 300 queries, interleaved,

@@ -50,9 +50,8 @@ def upgrade() -> None:
         $$
         """
     )
-
-
-    op.execute("CREATE INDEX IF NOT EXISTS documents_filter_idx ON documents (id) INCLUDE (file_type, doc_date, source)")
+    op.execute("CREATE INDEX IF NOT EXISTS documents_filter_idx ON documents (id)"
+               " INCLUDE (file_type, doc_date, source)")
 
 
 def downgrade() -> None:
