@@ -294,11 +294,17 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         filters.append("d.doc_date < %(date_to)s")
     if scope.source:
         filters.append(r"d.source LIKE %(source)s ESCAPE '\'")
+    doc_site, checks = site.format(a="d"), "".join(f" AND {f}" for f in filters)
+
+    def row_check(document_id: str) -> str:
+        """A per-row lookup of the row's document under the filters."""
+        return f" AND (SELECT true FROM documents d WHERE d.id = {document_id}{checks})" if filters else ""
+
     return {
         "chunk": site.format(a="c"),
         "stats": site.format(a="s"),
-        "doc": site.format(a="d") + "".join(f" AND {f}" for f in filters),
-        "doc_site": site.format(a="d"),
+        "doc": doc_site + checks,
+        "doc_site": doc_site,
         "doc_filters": " AND ".join(filters) or "true",
         # Ranked exactly, a filtered set is read from its documents: the chunks of each filtered
         # document through the (document_id, chunk_index) index. As a semi-join the planner read every
@@ -311,8 +317,7 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         # ...and looks up each posting's document under a broad one. Joined, a set of hundreds of thousands
         # of documents overflows work_mem: the hash is then built in batches on disk, and again for every
         # list the walk reads (at 1M chunks a filter keeping every document cost 1.9 s of a 2.3 s statement).
-        "posting_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = p.document_id"
-                               + "".join(f" AND {f}" for f in filters) + ")") if filters else "",
+        "posting_filter_row": row_check("p.document_id"),
         # Walking HNSW the filter must stay a per-row check: as a join the planner would rank every
         # filtered chunk exactly instead (seconds at 100K chunks with a broad filter). Inside
         # coalesce() the IN is not turned into a join: it is a hashed set of the filtered documents,
@@ -320,10 +325,8 @@ def _scope_sql(scope: _Scope) -> dict[str, str]:
         "chunk_filter_set": " AND coalesce(c.document_id IN (SELECT id FROM fd), false)" if filters else "",
         # A broad filter passes most rows the HNSW walk meets, so a lookup of each row's document is
         # cheaper than building the set of every filtered document (see ROW_CHECK_SHARE).
-        "chunk_filter_row": (" AND (SELECT true FROM documents d WHERE d.id = c.document_id"
-                             + "".join(f" AND {f}" for f in filters) + ")") if filters else "",
-        "fd": f"fd AS MATERIALIZED (SELECT d.id FROM documents d WHERE {site.format(a='d')}"
-              + "".join(f" AND {f}" for f in filters) + ")," if filters else "",
+        "chunk_filter_row": row_check("c.document_id"),
+        "fd": f"fd AS MATERIALIZED (SELECT d.id FROM documents d WHERE {doc_site}{checks})," if filters else "",
     }
 
 
