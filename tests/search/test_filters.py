@@ -232,8 +232,9 @@ def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, fil
 
 
 def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A scope of many documents is sampled before its filter is counted: a sample that shows a broad
-    filter decides alone, anything else is counted exactly (an empty filter stays empty)."""
+    """A scope of many documents is sampled before its filter is counted: a sample that shows a filter
+    clearly broad or clearly narrow decides alone, one near the narrow bound is counted exactly (an empty
+    filter stays empty)."""
     site, _ = files_site
     with wb.db.connection() as conn:
         conn.execute("ANALYZE documents")  # the sample's size comes from the table's row estimate
@@ -243,17 +244,30 @@ def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site, monkey
     monkeypatch.setattr(hybrid, "EXACT_SCAN_MAX", 0)  # a count stops at the narrow bound plus one document
     fusion = hybrid.Fusion()
 
+    counted: list[bool] = []
+
+    class Recorder:  # notes whether _prepare ran the count (its statement stops at a LIMIT)
+        def __init__(self, conn) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, params=None):
+            counted.append("LIMIT greatest" in sql)
+            return self.conn.execute(sql, params)
+
     def prepared(scope: hybrid._Scope, row_check_max: int) -> tuple[int, str]:
         monkeypatch.setattr(hybrid, "ROW_CHECK_MAX", row_check_max)
+        counted.clear()
         with wb.db.connection() as conn:
-            target, _, _, order = hybrid._prepare(conn, scope, "hybrid", fusion)
+            target, _, _, order = hybrid._prepare(Recorder(conn), scope, "hybrid", fusion)
         return target, order
 
     broad = hybrid._Scope(site, types=("md", "txt", "csv"))  # 5 of the 6 one-chunk documents
     # The sample decides (a count would have stopped at 2 documents): broad, each row looked up.
-    assert prepared(broad, 1) == (5, "index")
-    # Not broad enough by the sample to skip the count: counted up to half the scope plus one document.
-    assert prepared(broad, 10**6) == (4, "index")
+    assert prepared(broad, 1) == (5, "index") and not any(counted)
+    # Near the narrow bound (half the scope, 3 documents) by the sample: counted up to the bound plus one.
+    assert prepared(broad, 10**6) == (4, "index") and any(counted)
+    # Well under the bound by the sample: narrow without a count, the filtered set is hashed.
+    assert prepared(hybrid._Scope(site, types=("csv",)), 10**6) == (1, "index_set") and not any(counted)
     assert prepared(hybrid._Scope(site, date_from=dt.date(2030, 1, 1)), 1)[0] == 0
 
 
