@@ -84,6 +84,8 @@ def _retype_embedding_column(conn: psycopg.Connection, dim: int) -> None:
     conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw_idx")
     conn.execute("UPDATE chunks SET embedding = NULL")
     conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
+    # A new type brings its default storage back; vectors stay in the row (migration 0006_inline_vectors).
+    conn.execute("ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN")
     conn.execute("CREATE INDEX chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)")
 
 

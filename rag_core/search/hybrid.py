@@ -92,16 +92,17 @@ from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 # Dense candidates of a small filtered set are ranked exactly (its vectors read whole), of a larger
 # one through HNSW with iterative scans. Measured at 100,864 chunks (eval/bench_search.py's filtered
 # dense crossover, 30 queries, date filters keeping 2-100% of the chunks, README "Filtered search at
-# 100K"): the exact scan costs about 0.016 ms per filtered chunk (vectors stored out of line: one
-# TOAST read each), the iterative scan a cost that does not depend on the share plus about
-# 5.7 ms / share, where share = filtered chunks / chunks in the index (a narrow filter makes HNSW
-# visit many tuples to find enough that pass). With the fixed costs taken as equal, exact wins while
-# 0.016 t < 5.7 N / t for t filtered chunks of N indexed: t < sqrt(356 N), ~1,250 at 4.4K (1,150
-# measured there), ~6,000 at 100K (measured between 5,000 and 10,000: 80 against 193 ms, 172 against
-# 112 ms), ~18,900 at 1M. A filter far from the query (other language, other corpus) costs HNSW more
-# than this model says, never the exact scan. Never more than EXACT_SCAN_MAX vectors are read exactly.
+# 100K"): the exact scan costs about 0.006 ms per filtered chunk with the vectors in their rows
+# (migration 0006_inline_vectors; 0.016 when each was a TOAST read), the iterative scan a cost that
+# does not depend on the share plus about 5.7 ms / share, where share = filtered chunks / chunks in
+# the index (a narrow filter makes HNSW visit many tuples to find enough that pass). With the fixed
+# costs taken as equal, exact wins while 0.006 t < 5.7 N / t for t filtered chunks of N indexed:
+# t < sqrt(950 N), ~9,800 at 100K (measured: 10% of the chunks, exact 57-65 ms against HNSW
+# 58-81 ms; 5%, 37 against 112-125 ms; 20%, 77-99 against 50-66 ms), past EXACT_SCAN_MAX at 1M. A
+# filter far from the query (other language, other corpus) costs HNSW more than this model says,
+# never the exact scan. Never more than EXACT_SCAN_MAX vectors are read exactly.
 EXACT_SCAN_MAX = 20_000
-EXACT_MS_PER_CHUNK, HNSW_MS_PER_SHARE = 0.016, 5.7
+EXACT_MS_PER_CHUNK, HNSW_MS_PER_SHARE = 0.006, 5.7
 
 
 def exact_scan_limit(indexed: int) -> int:

@@ -11,8 +11,15 @@ import numpy as np
 import psycopg
 import pytest
 
-from rag_core.db.database import create_database_if_missing, drop_database, plain_url, with_database
-from rag_core.ingest.store import ChunkRow, DocumentRow, delete_source, read_store_info, write_documents
+from rag_core.db.database import Database, create_database_if_missing, drop_database, plain_url, with_database
+from rag_core.ingest.store import (
+    ChunkRow,
+    DocumentRow,
+    _retype_embedding_column,
+    delete_source,
+    read_store_info,
+    write_documents,
+)
 from rag_core.search.hybrid import DEFAULT_FUSION, fulltext_ranking, search_chunks
 
 SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "zor", "vex", "qua", "sil", "bor", "nim", "pra", "dul", "fen", "gor"]
@@ -246,5 +253,45 @@ def test_migration_builds_postings_for_an_existing_store(pg_server_url) -> None:
             conn.execute("DELETE FROM documents WHERE source = 's0'")
             assert _postings_mismatch(conn, "old") == 0
             assert conn.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()[0] == 2
+    finally:
+        drop_database(url)
+
+
+def _toasted_values(conn: psycopg.Connection) -> int:
+    """Values of the chunks table stored out of line that are as large as a vector (the short texts and
+    tsvectors of these tests are not; they may go out of line to make room for the vector)."""
+    toast = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'chunks'::regclass").fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM (SELECT chunk_id FROM {toast} GROUP BY 1"
+                        " HAVING sum(length(chunk_data)) >= 2048) x").fetchone()[0]
+
+
+def test_migration_moves_vectors_into_the_rows_and_new_ones_stay_there(pg_server_url) -> None:
+    """A 512-dimension vector (2 KB) went out of line; after the upgrade the existing ones are rewritten
+    into their rows, and vectors written later, also after a change of dimension, are stored there."""
+    url = with_database(pg_server_url, f"rag_test_inl_{uuid.uuid4().hex[:8]}")
+    create_database_if_missing(url)
+    try:
+        _alembic(url, "0005_filter_indexes", 512)
+        db = Database(url, pool_size=1)
+        try:
+            write_documents(db, [_doc("old", f"s{i}", f"short text number {i}", 512) for i in range(3)])
+            with db.connection() as conn:
+                assert _toasted_values(conn) == 3  # before: every vector out of line
+                before = conn.execute("SELECT id, embedding::text FROM chunks ORDER BY id").fetchall()
+            _alembic(url, "head", 512)
+            with db.connection() as conn:
+                assert conn.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = 'chunks'::regclass"
+                                    " AND attname = 'embedding'").fetchone() == ("m",)
+                assert _toasted_values(conn) == 0
+                assert conn.execute("SELECT id, embedding::text FROM chunks ORDER BY id").fetchall() == before
+            write_documents(db, [_doc("old", "s9", "another short text", 512)])
+            with db.connection() as conn:
+                assert _toasted_values(conn) == 0
+                _retype_embedding_column(conn, 768)  # a change of embedder keeps the storage
+            write_documents(db, [_doc("new", "t0", "a text for the new model", 768)])
+            with db.connection() as conn:
+                assert _toasted_values(conn) == 0
+        finally:
+            db.close()
     finally:
         drop_database(url)
