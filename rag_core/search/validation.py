@@ -136,6 +136,8 @@ def validate_search(query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: 
     chunks = _int(max_chunks, "max_chunks", *MAX_CHUNKS_RANGE)
     pg = _int(page, "page", 1, MAX_PAGE)
     start, end = _date(date_from, "date_from"), _date(date_to, "date_to")
+    if end == dt.date.max:
+        end = None  # "until the last day there is" bounds nothing; the day after it cannot be written
     if start and end and start > end:
         raise InvalidQuery(f"date_from {start.isoformat()} is after date_to {end.isoformat()}; swap them.",
                            details={"field": "date_from", "date_from": start.isoformat(), "date_to": end.isoformat()})
