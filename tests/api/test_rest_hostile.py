@@ -1,0 +1,31 @@
+"""Hostile input on every REST route: extreme numbers and dates, malformed bodies, odd text.
+
+Each case was a 500 (or worse) before its fix: the answer must be a 4xx with a stable code, or the
+ordinary result when the input, however odd, means something.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rest_keys import KEY_A, SITE_A, auth
+
+
+def test_the_last_representable_day_as_date_to_bounds_nothing(client):
+    plain = client.post("/search", json={"query": "fire alarm", "site_id": SITE_A}, headers=auth(KEY_A))
+    last_day = client.post("/search", json={"query": "fire alarm", "site_id": SITE_A,
+                                            "date_range": {"to": "9999-12-31"}}, headers=auth(KEY_A))
+    assert plain.status_code == 200 and last_day.status_code == 200, last_day.text
+    assert [r["file_path"] for r in last_day.json()["results"]] == [r["file_path"] for r in plain.json()["results"]]
+    assert "a/fire.md" in [r["file_path"] for r in plain.json()["results"]]
+
+
+@pytest.mark.parametrize("since,words", [
+    ("3000000d", "reaches back before the year 1"),
+    ("99999999999d", "longer than any duration"),
+])
+def test_a_since_beyond_the_calendar_is_invalid_input(client, since, words):
+    response = client.get("/metrics/search", params={"site_id": SITE_A, "since": since}, headers=auth(KEY_A))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "INVALID_INPUT" and words in error["message"]
