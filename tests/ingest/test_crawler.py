@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from crawl_server import base_url, serve
+from crawl_server import Route, base_url, serve
 
 from rag_core.errors import CrawlRefused, FetchError, InvalidInput
 from rag_core.ingest.crawl import CrawledPage, PageError, WebCrawler, run
@@ -186,6 +186,28 @@ def test_extract_links_bad_pattern_and_non_html(srv: Any) -> None:
     with pytest.raises(FetchError) as info:
         asyncio.run(crawler.extract_links(f"{base_url(srv)}/plain-index.txt"))
     assert info.value.details["reason"] == "content_type"
+
+
+@pytest.mark.timeout(120)
+def test_a_backtracking_pattern_filters_links_in_linear_time(srv: Any) -> None:
+    """`(\\w+\\W?)+\\d\\.html$` made Python's `re` backtrack for ever on a link it did not match (the
+    server stopped with it); on RE2 it keeps the numbered articles and refuses nothing else."""
+    base = base_url(srv)
+    srv.state.routes["/long-index.html"] = Route(
+        b"<a href='/articles/a1.html'>one</a><a href='/other/about-the-company-and-its-team.html'>about</a>"
+        b"<a href='/articles/a2.html'>two</a>")
+    links, _ = asyncio.run(WebCrawler(make_settings()).extract_links(f"{base}/long-index.html",
+                                                                     r"(\w+\W?)+\d\.html$"))
+    assert links == [f"{base}/articles/a1.html", f"{base}/articles/a2.html"]
+
+
+@pytest.mark.parametrize("pattern,words", [(r"(a)\1", "invalid escape sequence"), ("(?=x)", "invalid perl operator"),
+                                           ("((a{1000}){1000}){1000}", "repetition")])
+def test_a_pattern_outside_re2_is_invalid_input_naming_the_syntax(srv: Any, pattern: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        asyncio.run(WebCrawler(make_settings()).extract_links(f"{base_url(srv)}/index.html", pattern))
+    assert words in info.value.message and "RE2 syntax" in info.value.message
+    assert "/index.html" not in srv.state.paths()  # refused before anything is fetched
 
 
 def test_ac34_max_crawl_pages_limit(srv: Any) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
-import re
 import threading
 import time
 import zlib
@@ -32,7 +31,7 @@ from rag_core.ingest.crawl.results import CrawledPage, PageError, error_reason
 from rag_core.ingest.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_DELAY_SEC, Robots, load_robots
 from rag_core.ingest.crawl.transport import MAX_CONCURRENCY, BorrowedTransport, pinned_transport
 from rag_core.security.archives import BoundedInflater, InflateLimitExceeded, UnsupportedEncoding
-from rag_core.security.url_policy import UrlPolicy, fetch_failure as _fetch_error, refusal as _refused
+from rag_core.security.url_policy import UrlPolicy, fetch_failure as _fetch_error, link_matcher, refusal as _refused
 from rag_core.settings import RagSettings
 
 logger = logging.getLogger(__name__)
@@ -341,16 +340,11 @@ class WebCrawler:
 
         ``<a href>`` targets are resolved against the page (and its ``<base href>``), the fragment
         is dropped, duplicates removed (page order kept), non-document links (mailto:, tel:,
-        javascript: ...) skipped, the rest filtered by ``re.search(pattern, url)`` and checked by
-        the policy: refused ones come back as PageError(reason="refused"). At most
-        RAG_MAX_CRAWL_PAGES links are returned. The index page itself failing raises.
+        javascript: ...) skipped, the rest filtered by ``pattern`` (``re.search`` semantics on RE2, see
+        ``link_matcher``) and checked by the policy: refused ones come back as PageError(reason="refused").
+        At most RAG_MAX_CRAWL_PAGES links are returned. The index page itself failing raises.
         """
-        from rag_core.errors import InvalidInput
-
-        try:
-            regex = re.compile(pattern) if pattern else None
-        except re.error as exc:
-            raise InvalidInput(f"Invalid URL pattern {pattern!r}: {exc}") from None
+        matches = link_matcher(pattern)
         self.policy.check(index_url, start=True)  # the links may use the index page's port
         async with self._use_session() as session:
             raw = await self._fetch_raw(session, index_url)
@@ -374,7 +368,7 @@ class WebCrawler:
             if absolute in seen:
                 continue
             seen.add(absolute)
-            if regex is not None and not regex.search(absolute):
+            if matches is not None and not matches(absolute):
                 continue
             try:
                 normalized = self.policy.check(absolute)
