@@ -179,6 +179,10 @@ def _install_error_handlers(app: FastAPI) -> None:
             return _error(404, "NOT_FOUND", f"No endpoint {request.method} {request.url.path}; /docs lists them.")
         if exc.status_code == 413:
             return _too_large(request.method, request.url.path)
+        if exc.status_code == 400:  # FastAPI could not read the body (nested too deep for the JSON parser)
+            return _error(400, "INVALID_QUERY" if request.url.path == "/search" else "INVALID_INPUT",
+                          "The body could not be read as JSON; send one JSON object, nested a few levels at most. "
+                          "See /docs for the request body.")
         if exc.status_code == 405:
             allow = (exc.headers or {}).get("Allow", "")
             return _error(405, "METHOD_NOT_ALLOWED",

@@ -29,3 +29,13 @@ def test_a_since_beyond_the_calendar_is_invalid_input(client, since, words):
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == "INVALID_INPUT" and words in error["message"]
+
+
+@pytest.mark.parametrize("path,code", [("/search", "INVALID_QUERY"), ("/retrieve-context", "INVALID_INPUT")])
+def test_a_body_nested_past_the_json_parser_is_a_stable_code(client, path, code):
+    """Nested 200,000 deep the JSON parser gives up (RecursionError): the caller gets the usual codes."""
+    deep = b"[" * 200_000 + b"]" * 200_000
+    response = client.post(path, content=deep, headers={**auth(KEY_A), "Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == code and "could not be read as JSON" in error["message"]
