@@ -39,6 +39,7 @@ from rag_core.errors import (
 )
 from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
 from rag_core.security.ids import DEFAULT_SITE, valid_id
+from rag_core.security.text import text_problem
 from rag_core.workbench import Workbench
 from rag_core.settings import RagSettings, load_settings
 
@@ -119,7 +120,7 @@ TextOrNone = TypeVar("TextOrNone", bound=str | None)
 
 def _text(value: TextOrNone, name: str) -> TextOrNone:
     """Query and path text PostgreSQL can store (the bodies' fields are checked by their models)."""
-    problem = s.text_problem(value) if value is not None else None
+    problem = text_problem(value) if value is not None else None
     if problem:
         raise InvalidInput(f"{name} {problem}.", details={"field": name})
     return value
