@@ -64,7 +64,7 @@ with upload:
     if outcomes is not None:
         for o in outcomes:
             if o.status == "failed":
-                st.warning(f"{o.source}: {o.reason}")
+                st.warning(f"{ui.md_text(o.source)}: {ui.md_text(o.reason)}")
         st.dataframe(ui.report_table(outcomes), hide_index=True, width="stretch")
 
 with folder:
@@ -122,7 +122,7 @@ with web:
         st.success(f"{data['pages_ingested']} page(s) stored ({data['unchanged']} unchanged) · {data['chunks']} "
                    f"chunks · {data['duration_s']:.1f} s")
         for e in data["errors"]:
-            st.warning(f"{e.get('url')}: {e.get('message') or e.get('reason')}")
+            st.warning(f"{ui.md_text(e.get('url'))}: {ui.md_text(e.get('message') or e.get('reason'))}")
         if data["documents"]:
             st.dataframe(data["documents"], hide_index=True, width="stretch")
 

@@ -156,13 +156,13 @@ def judge(site_id: str, source: str, title: str, relevant: bool) -> None:
     """Mark a hit relevant (or withdraw it) in the site's judged set; the Analytics page evaluates that set."""
     if ui.call(wb.mark_relevant, query, source, site_id=site_id, title=title, relevant=relevant) is not None:
         st.session_state.get("search_judged", {}).pop((site_id, query_id(query)), None)
-        st.toast(("Marked relevant: " if relevant else "No longer marked: ") + (title or source))
+        st.toast(("Marked relevant: " if relevant else "No longer marked: ") + ui.md_text(title or source))
 
 
 for r in response["results"]:
     with st.container(border=True):
         head, score = st.columns([5, 1])
-        head.markdown(f"**{r['rank']}. {r['title'] or r['file_path']}**  \n" + ui.source_label(r["file_path"]))
+        head.markdown(f"**{r['rank']}. {ui.md_text(r['title'] or r['file_path'])}**  \n" + ui.source_label(r["file_path"]))
         head.caption(" · ".join(x for x in (r["file_type"], r["file_size"], (r["document_date"] or "")[:10],
                                             f"site {r['site_id']}") if x))
         score.progress(max(0.0, min(1.0, r["relevance_score"])), text=f"{r['relevance_score'] * 100:.0f}%")
