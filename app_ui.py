@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import hmac
 import json
 import logging
 import re
@@ -316,6 +317,20 @@ _PASSAGE_STYLE = ("font-size:0.9rem;line-height:1.45;border-left:3px solid #d0d7
 def text_block(body_html: str) -> None:
     """A passage in a quiet box that keeps its line breaks."""
     st.html(f'<div style="white-space:pre-wrap;{_PASSAGE_STYLE}">{body_html}</div>')
+
+
+def admin_unlocked(key: str, action: str) -> bool:
+    """Whether this page may `action`: always with no RAG_ADMIN_API_KEY set (the app is the admin's, on
+    loopback); otherwise once the admin key is typed into the password field `key`."""
+    admin_key = workbench().settings.admin_api_key
+    if not admin_key:
+        st.caption(f"No `RAG_ADMIN_API_KEY` is set, so whoever uses this app may {action}; set it to require "
+                   "the admin key here.")
+        return True
+    given = st.text_input("Admin key (RAG_ADMIN_API_KEY)", type="password", key=key)
+    if given and not hmac.compare_digest(given.encode(), admin_key.encode()):
+        st.error("That is not the admin key.", icon=":material/key_off:")
+    return bool(given) and hmac.compare_digest(given.encode(), admin_key.encode())
 
 
 # ----- markdown from stored text -----
