@@ -7,6 +7,7 @@ bodies in their models, the Workbench for the MCP server, the CLI and the app.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rag_core.errors import InvalidInput
@@ -21,6 +22,24 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "is not valid UTF-8 text (a lone surrogate escape)"
     return None
+
+
+# Characters that change how a name is shown without being seen: C0 and C1 controls (line breaks
+# included) and the bidirectional overrides and isolates ("invoice\u202efdp.exe" shows as "invoiceexe.pdf").
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_label(value: str | None, field: str) -> None:
+    """Raise InvalidInput when a name shown to people (a document's source or title) holds control or
+    bidirectional formatting characters: they let one name pass for another in every list that shows it."""
+    if value is None:
+        return
+    check_storable(value, field)
+    hidden = _HIDDEN.search(value)
+    if hidden:
+        raise InvalidInput(f"{field} contains the invisible character U+{ord(hidden.group()):04X} at position "
+                           f"{hidden.start()}; remove control and text-direction characters from it.",
+                           details={"field": field})
 
 
 def check_storable(value: Any, field: str) -> None:

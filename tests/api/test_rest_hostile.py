@@ -39,3 +39,20 @@ def test_a_body_nested_past_the_json_parser_is_a_stable_code(client, path, code)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == code and "could not be read as JSON" in error["message"]
+
+
+@pytest.mark.parametrize("field,value,code_point", [
+    ("source", "invoice\u202efdp.exe", "U+202E"),
+    ("source", "notes/a\u0001.md", "U+0001"),
+    ("title", "Budget\u2067 2024", "U+2067"),
+    ("title", "two\nlines", "U+000A"),
+])
+def test_a_document_name_with_invisible_characters_is_refused(client, wb, field, value, code_point):
+    """A source shown as 'invoiceexe.pdf' that is 'invoice<RLO>fdp.exe' would pass for another document."""
+    body = {"site_id": SITE_A, "source": "notes/plain.md", "content": "Some text.", field: value}
+    before = wb.status(site_id=SITE_A)["documents"]
+    response = client.post("/documents", json=body, headers=auth(KEY_A))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "INVALID_INPUT" and code_point in error["message"] and field in error["message"]
+    assert wb.status(site_id=SITE_A)["documents"] == before
