@@ -66,3 +66,13 @@ def test_a_hostile_title_path_and_answer_render_inert_in_the_app(app_wb, app_sit
     messages = [m.markdown[0].value for m in at.chat_message]
     assert len(messages) == 2 and all(PIXEL in v for v in messages)
     assert not [v for v in messages if "<img" in RENDER(v)]
+
+
+def test_a_cited_passage_loads_no_image() -> None:
+    """The sources panel renders passages (document text) as HTML: an image there loaded as soon as it showed."""
+    from rag_core.chat.quotes import passage_html
+
+    html = passage_html(f"Pumps need care. ![pixel]({PIXEL}) See [the manual](https://docs.example/m).", [(0, 16)])
+    assert "<img" not in html and "<mark" in html
+    assert f'!<a href="{PIXEL.replace("&", "&amp;")}">pixel</a>' in html
+    assert '<a href="https://docs.example/m">the manual</a>' in html
