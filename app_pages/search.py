@@ -124,7 +124,8 @@ if related:
     cols = st.columns([1] + [3] * len(related) + [max(1, 8 - 3 * len(related))])
     cols[0].caption("Related:")
     for i, (col, words) in enumerate(zip(cols[1:], related)):
-        col.button(words, key=f"search_related_{i}", on_click=_ask, args=(words,), type="tertiary",
+        # Earlier queries are anyone's text (API callers' too), and a button label renders markdown images.
+        col.button(ui.md_text(words), key=f"search_related_{i}", on_click=_ask, args=(words,), type="tertiary",
                    icon=":material/search:", help="Search for this earlier query")
 if not response["results"]:
     hints = ["fewer words", "clear the filters in the sidebar"]

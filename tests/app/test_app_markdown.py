@@ -76,3 +76,21 @@ def test_a_cited_passage_loads_no_image() -> None:
     assert "<img" not in html and "<mark" in html
     assert f'!<a href="{PIXEL.replace("&", "&amp;")}">pixel</a>' in html
     assert '<a href="https://docs.example/m">the manual</a>' in html
+
+
+def test_an_earlier_query_offered_as_related_loads_no_image(app_wb, app_site) -> None:
+    """Related queries come from the query log (any API caller's); a button label renders markdown images."""
+    app_wb.ingest_text("notes/valve.md", "The valve of the feed pump is checked monthly.", site_id=app_site,
+                       file_type="md", title="valve")
+    hostile = f"valve ![x]({PIXEL}) check"
+    assert app_wb.search(hostile, site_id=app_site)["total_results"] >= 1
+    app_wb.flush_search_log()
+    at = open_app(app_site)
+    at.switch_page("app_pages/search.py").run()
+    at.text_input(key="search_query").input("feed valve").run()
+    assert_clean(at)
+    related = [b for b in at.button if b.key and b.key.startswith("search_related_")]
+    assert any("tracker" in b.label for b in related)
+    assert not [b.label for b in related if "<img" in RENDER(b.label)]
+    next(b for b in related if "tracker" in b.label).click().run()
+    assert at.text_input(key="search_query").value == hostile  # the click searches the query itself
