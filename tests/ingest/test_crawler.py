@@ -210,6 +210,31 @@ def test_a_pattern_outside_re2_is_invalid_input_naming_the_syntax(srv: Any, patt
     assert "/index.html" not in srv.state.paths()  # refused before anything is fetched
 
 
+def test_a_huge_index_page_is_read_only_as_far_as_the_crawl_needs(srv: Any) -> None:
+    """250,000 links cost 10 s of CPU (join, pattern, policy each) to keep 50; a report could list every refusal."""
+    base = base_url(srv)
+    links_html = b"".join(b"<a href='http://elsewhere.test/r%d'>r</a><a href='/p%d'>p</a>" % (i, i) for i in range(3000))
+    srv.state.routes["/huge-index.html"] = Route(b"<html><body>" + links_html + b"</body></html>")
+    crawler = WebCrawler(make_settings(max_crawl_pages=20, crawl_max_bytes=1_000_000))
+    checked: list[str] = []
+    check = crawler.policy.check
+
+    def counting_check(url: str, **kwargs: Any) -> str:
+        checked.append(url)
+        return check(url, **kwargs)
+
+    crawler.policy.check = counting_check  # type: ignore[method-assign]
+    links, errors = asyncio.run(crawler.extract_links(f"{base}/huge-index.html"))
+    assert links == [f"{base}/p{i}" for i in range(20)]
+    assert len(errors) == 20 and all(e.reason == "refused" for e in errors)
+    link_checks = [u for u in checked if "/p" in u or "elsewhere" in u]  # not the index page or robots.txt
+    assert len(link_checks) == 40  # the links up to the twentieth kept, none after
+
+    refused_only = WebCrawler(make_settings(max_crawl_pages=20, crawl_max_bytes=1_000_000))
+    links, errors = asyncio.run(refused_only.extract_links(f"{base}/huge-index.html", "elsewhere"))
+    assert links == [] and len(errors) == 20  # 3,000 refusals, 20 reported
+
+
 def test_ac34_max_crawl_pages_limit(srv: Any) -> None:
     base = base_url(srv)
     crawler = WebCrawler(make_settings(max_crawl_pages=2))
