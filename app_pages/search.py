@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from typing import Any
 
-import pandas as pd
 import plotly.express as px
 import streamlit as st
 
@@ -124,7 +122,8 @@ if related:
     cols = st.columns([1] + [3] * len(related) + [max(1, 8 - 3 * len(related))])
     cols[0].caption("Related:")
     for i, (col, words) in enumerate(zip(cols[1:], related)):
-        col.button(words, key=f"search_related_{i}", on_click=_ask, args=(words,), type="tertiary",
+        # Earlier queries are anyone's text (API callers' too), and a button label renders markdown images.
+        col.button(ui.md_text(words), key=f"search_related_{i}", on_click=_ask, args=(words,), type="tertiary",
                    icon=":material/search:", help="Search for this earlier query")
 if not response["results"]:
     hints = ["fewer words", "clear the filters in the sidebar"]
@@ -156,13 +155,13 @@ def judge(site_id: str, source: str, title: str, relevant: bool) -> None:
     """Mark a hit relevant (or withdraw it) in the site's judged set; the Analytics page evaluates that set."""
     if ui.call(wb.mark_relevant, query, source, site_id=site_id, title=title, relevant=relevant) is not None:
         st.session_state.get("search_judged", {}).pop((site_id, query_id(query)), None)
-        st.toast(("Marked relevant: " if relevant else "No longer marked: ") + (title or source))
+        st.toast(("Marked relevant: " if relevant else "No longer marked: ") + ui.md_text(title or source))
 
 
 for r in response["results"]:
     with st.container(border=True):
         head, score = st.columns([5, 1])
-        head.markdown(f"**{r['rank']}. {r['title'] or r['file_path']}**  \n" + ui.source_label(r["file_path"]))
+        head.markdown(f"**{r['rank']}. {ui.md_text(r['title'] or r['file_path'])}**  \n" + ui.source_label(r["file_path"]))
         head.caption(" · ".join(x for x in (r["file_type"], r["file_size"], (r["document_date"] or "")[:10],
                                             f"site {r['site_id']}") if x))
         score.progress(max(0.0, min(1.0, r["relevance_score"])), text=f"{r['relevance_score'] * 100:.0f}%")
@@ -205,9 +204,7 @@ def download(kind: str) -> str:
     if kind == "json":
         return json.dumps({**response, "results": results, "page": None, "total_pages": None}, ensure_ascii=False,
                           indent=2, default=str)
-    buffer = io.StringIO()
-    pd.DataFrame(result_rows(results)).to_csv(buffer, index=False)
-    return buffer.getvalue()
+    return ui.csv_text(result_rows(results))
 
 
 shown = min(total, ui.DOWNLOAD_CAP)

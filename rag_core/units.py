@@ -19,7 +19,10 @@ def parse_duration(text: str) -> timedelta:
     if not match:
         raise InvalidInput(f"'{text}' is not a duration; write a number and a unit, e.g. 30d, 12h or 90m.")
     value, unit = float(match.group(1)), (match.group(2) or "d").lower()
-    delta = timedelta(**{_UNITS[unit]: value})
+    try:
+        delta = timedelta(**{_UNITS[unit]: value})
+    except OverflowError:
+        raise InvalidInput(f"'{text}' is longer than any duration can be; e.g. 30d, 12h or 90m.") from None
     if delta <= timedelta(0):
         raise InvalidInput(f"'{text}' is not a positive duration; e.g. 30d, 12h or 90m.")
     return delta
@@ -34,10 +37,12 @@ def parse_since(value: str | dt.datetime | timedelta | None) -> dt.datetime | ti
         return value
     if not value.strip():
         return None
-    try:
-        return parse_duration(value)
-    except InvalidInput:
-        pass
+    if _DURATION.match(value):
+        delta = parse_duration(value)
+        if delta > dt.datetime.now(dt.timezone.utc) - dt.datetime.min.replace(tzinfo=dt.timezone.utc):
+            raise InvalidInput(f"since '{value}' reaches back before the year 1; give a shorter duration "
+                               "(e.g. 365d) or a date.", details={"field": "since"})
+        return delta
     try:
         return dt.datetime.fromisoformat(value.strip())
     except ValueError:

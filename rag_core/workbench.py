@@ -27,6 +27,7 @@ from rag_core.ingest.pipeline import (
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
 from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.text import check_label
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
 from rag_core.search.types import ChunkHit
@@ -138,6 +139,8 @@ class Workbench:
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
         check_text_length(text, MAX_DOCUMENT_CHARS, "content")
+        check_label(source, "source")
+        check_label(title, "title")
         report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 

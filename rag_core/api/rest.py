@@ -39,6 +39,7 @@ from rag_core.errors import (
 )
 from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
 from rag_core.security.ids import DEFAULT_SITE, valid_id
+from rag_core.security.text import text_problem
 from rag_core.workbench import Workbench
 from rag_core.settings import RagSettings, load_settings
 
@@ -119,7 +120,7 @@ TextOrNone = TypeVar("TextOrNone", bound=str | None)
 
 def _text(value: TextOrNone, name: str) -> TextOrNone:
     """Query and path text PostgreSQL can store (the bodies' fields are checked by their models)."""
-    problem = s.text_problem(value) if value is not None else None
+    problem = text_problem(value) if value is not None else None
     if problem:
         raise InvalidInput(f"{name} {problem}.", details={"field": name})
     return value
@@ -179,6 +180,10 @@ def _install_error_handlers(app: FastAPI) -> None:
             return _error(404, "NOT_FOUND", f"No endpoint {request.method} {request.url.path}; /docs lists them.")
         if exc.status_code == 413:
             return _too_large(request.method, request.url.path)
+        if exc.status_code == 400:  # FastAPI could not read the body (nested too deep for the JSON parser)
+            return _error(400, "INVALID_QUERY" if request.url.path == "/search" else "INVALID_INPUT",
+                          "The body could not be read as JSON; send one JSON object, nested a few levels at most. "
+                          "See /docs for the request body.")
         if exc.status_code == 405:
             allow = (exc.headers or {}).get("Allow", "")
             return _error(405, "METHOD_NOT_ALLOWED",

@@ -29,17 +29,7 @@ from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, 
 from rag_core.search.responses import SearchMetrics, SearchResponse
 from rag_core.search.validation import MAX_PAGE
 from rag_core.security.ids import ID_PATTERN, valid_id
-
-
-def text_problem(text: str) -> str | None:
-    """Why PostgreSQL could not store `text` (a NUL, a lone surrogate from a JSON escape), or None."""
-    if "\x00" in text:
-        return "contains a NUL character; remove it"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8 text (a lone surrogate escape)"
-    return None
+from rag_core.security.text import text_problem
 
 
 # Every session, user and site id of a body, a query or a path: validated by one pattern, published in OpenAPI.

@@ -11,6 +11,7 @@ from rag_core.errors import InvalidInput
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import chat_floor
 from rag_core.security.ids import check_id
+from rag_core.security.text import check_storable
 from rag_core.search.types import ChunkHit
 from rag_core.textproc import cjk_bigrams
 
@@ -134,6 +135,7 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
     check_id(site_id, "site_id")
     check_id(user_id, "user_id")
     check_text_length(query, MAX_MESSAGE_CHARS, "query")  # it gets embedded: a 10 MB query took 23 GB
+    check_storable(query, "query")
     parts: list[str] = []
     if query and query.strip():
         try:

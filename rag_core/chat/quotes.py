@@ -54,7 +54,7 @@ def cited_spans(answer: str, n: int, passage: str) -> list[tuple[int, int]]:
 
 
 def passage_html(passage: str, spans: Sequence[tuple[int, int]] = ()) -> str:
-    """A passage rendered from markdown to HTML (raw HTML in it escaped), each span marked.
+    """A passage rendered from markdown to HTML (raw HTML in it escaped, images as links), each span marked.
 
     Marks are set line by line after the line's markdown markers, so headings, lists, tables and
     code fences still render and no mark crosses a block.
@@ -76,6 +76,8 @@ def passage_html(passage: str, spans: Sequence[tuple[int, int]] = ()) -> str:
                 marked[b - 1] += _MARK_CLOSE
                 marked[a] = _MARK_OPEN + marked[a]
             pos = line_end + 1
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    # No images: a passage's `![x](https://...)` would load a remote URL as soon as the sources show (a
+    # tracking pixel planted in a crawled page); it renders as a link, which loads nothing until clicked.
+    md = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
     rendered = md.render("".join(marked))
     return rendered.replace(_MARK_OPEN, f'<mark style="{MARK_STYLE}">').replace(_MARK_CLOSE, "</mark>")

@@ -14,6 +14,7 @@ from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, Unauthorized
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
 from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id
+from rag_core.security.text import check_storable
 
 ROLES = ("user", "assistant", "system")
 _MESSAGE_COLUMNS = "id, session_id, site_id, user_id, role, content, sources, created_at"
@@ -148,6 +149,9 @@ def append_message(db: Database, session_id: str, role: str, content: str, *,
     if content is None or not str(content).strip():
         raise InvalidInput("The message is empty; nothing was stored.")
     check_text_length(content, MAX_ANSWER_CHARS if role == "assistant" else MAX_MESSAGE_CHARS, "message")
+    check_storable(content, "message")
+    check_storable(title, "title")
+    check_storable(sources, "sources")
     with db.connection() as conn:
         with conn.transaction():
             claimed = conn.execute(

@@ -13,6 +13,7 @@ from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
+from rag_core.security.text import check_storable
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     if not message:
         raise InvalidInput("The message is empty; type a question.")
     check_text_length(message, MAX_MESSAGE_CHARS, "message")
+    check_storable(message, "message")
     if not 1 <= int(k) <= MAX_K:
         raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
     settings = wb.settings

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from rag_core.errors import InvalidQuery
 from rag_core.limits import MAX_QUERY_CHARS
+from rag_core.security.text import text_problem
 
 MODES = ("hybrid", "semantic", "fulltext")
 # The document types the loaders produce (rag_core.ingest.loaders); the spec names pdf, docx, xlsx, txt.
@@ -136,6 +137,8 @@ def validate_search(query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: 
     chunks = _int(max_chunks, "max_chunks", *MAX_CHUNKS_RANGE)
     pg = _int(page, "page", 1, MAX_PAGE)
     start, end = _date(date_from, "date_from"), _date(date_to, "date_to")
+    if end == dt.date.max:
+        end = None  # "until the last day there is" bounds nothing; the day after it cannot be written
     if start and end and start > end:
         raise InvalidQuery(f"date_from {start.isoformat()} is after date_to {end.isoformat()}; swap them.",
                            details={"field": "date_from", "date_from": start.isoformat(), "date_to": end.isoformat()})
@@ -144,6 +147,9 @@ def validate_search(query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: 
         if not isinstance(source, str):
             raise _invalid("source must be text: a path or URL prefix.", "source", source)
         src = source.strip() or None
+        problem = text_problem(src) if src else None
+        if problem:
+            raise _invalid(f"source {problem}.", "source", repr(src)[:60])
         if src and len(src) > MAX_SOURCE_CHARS:
             raise _invalid(f"source is {len(src)} characters; the limit is {MAX_SOURCE_CHARS}.", "source", len(src))
     if site_id is not None and (not isinstance(site_id, str) or not site_id.strip()):

@@ -27,12 +27,12 @@ import logging
 import re
 import socket
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote, urlsplit
 
 from typing_extensions import TypedDict
 
-from rag_core.errors import CrawlRefused, FetchError
+from rag_core.errors import CrawlRefused, FetchError, InvalidInput
 from rag_core.settings import RagSettings
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,36 @@ DEFAULT_PORTS = frozenset({80, 443})
 # A last label that is a number (decimal, octal by a leading 0, or 0x hex) makes the host an IPv4
 # address to URL parsers and resolvers, in whatever form they accept.
 _NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+
+
+# What RE2 may build from one link pattern (its default is 8 MB too): nested counted repeats such as
+# ((a{1000}){1000}){1000} are refused instead of compiled.
+LINK_PATTERN_MAX_MEM = 8 << 20
+
+
+def link_matcher(pattern: str) -> Callable[[str], bool] | None:
+    """The test a crawl's link must pass (`re.search` semantics), or None for an empty pattern.
+
+    The pattern comes from whoever calls the crawl (REST, Slack, the app), so it runs on RE2, which
+    matches in time linear in the URL: with Python's backtracking `re`, `(\\w+\\W?)+\\d\\.html$` never
+    finished on a 60-character URL it did not match, and held the GIL, so the whole server stopped.
+    RE2 has no backreferences or lookarounds; a pattern using them is refused as InvalidInput like
+    any other invalid pattern.
+    """
+    if not pattern:
+        return None
+    import re2
+
+    options = re2.Options()
+    options.max_mem = LINK_PATTERN_MAX_MEM
+    options.log_errors = False
+    try:
+        compiled = re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidInput(f"Invalid URL pattern {pattern!r}: {reason}. Patterns use RE2 syntax (no backreferences "
+                           "or lookarounds), e.g. /guide/.+ or \\.html$.", details={"field": "pattern"}) from None
+    return lambda url: compiled.search(url) is not None
 
 
 class CrawlAllowlist(TypedDict):

@@ -248,6 +248,24 @@ def test_search_documents_errors_are_seed_001_error_json(server, args, field, wo
     assert words.lower() in error["message"].lower()
 
 
+@pytest.mark.parametrize("tool,args,code,field,words", [
+    ("rag_chat_prepare", {"message": "fire\x00alarm"}, "INVALID_INPUT", "message", "NUL"),
+    ("rag_chat_turn", {"message": "\ud800 fire"}, "INVALID_INPUT", "message", "lone surrogate"),
+    ("rag_chat_append", {"role": "assistant", "content": "a\x00b"}, "INVALID_INPUT", "message", "NUL"),
+    ("rag_chat_append", {"role": "assistant", "content": "ok", "sources": [{"documentPath": "a\x00.md"}]},
+     "INVALID_INPUT", "sources", "NUL"),
+    ("rag_search", {"query": "fire", "source": "docs/\x00"}, "INVALID_QUERY", "source", "NUL"),
+])
+def test_text_postgresql_cannot_store_is_refused_by_name(server, mcp_site, session_id, tool, args, code, field,
+                                                        words) -> None:
+    """A NUL or a lone surrogate crashed the tool ("Error executing tool") or came back as DATABASE_ERROR."""
+    extra = {"site_id": mcp_site} if tool != "rag_chat_append" else {}
+    if tool != "rag_search":
+        extra["session_id"] = session_id
+    error = error_of(call(server, tool, {**args, **extra}))
+    assert error["code"] == code and error["details"]["field"] == field and words in error["message"]
+
+
 def test_rag_search_renders_markdown_and_text(server, mcp_site) -> None:
     markdown = call(server, "rag_search", {"query": "chat retention", "site_id": mcp_site})
     assert text_of(markdown).startswith("## Search: chat retention")

@@ -182,3 +182,24 @@ def test_the_environment_allowlist_is_the_floor_and_the_admin_key_guards_edits(e
     at.button(key="allowlist_save").click().run()
     assert_clean(at)
     assert wb.crawl_allowlist()["effective"] == ["docs.example.com", "intranet.example.net"]
+
+
+def test_with_an_admin_key_only_the_admin_ingests_server_paths(empty_db_url, monkeypatch, tmp_path) -> None:
+    """A server file (the .env holding the keys) ingested by anyone would be searchable with a site's key."""
+    secret = tmp_path / "secrets"
+    secret.mkdir()
+    (secret / "env.txt").write_text("RAG_ADMIN_API_KEY=s3cret-admin and the other keys of the service")
+    monkeypatch.setenv("RAG_ADMIN_API_KEY", "s3cret-admin")
+    app_ui.workbench.clear()
+
+    at = open_app()
+    at.switch_page("app_pages/ingestion.py").run()
+    assert at.text_input(key="folder_path").disabled and at.button(key="folder_go").disabled
+    at.text_input(key="folder_admin_key").input("wrong").run()
+    assert at.button(key="folder_go").disabled and any("not the admin key" in e.value for e in at.error)
+    at.text_input(key="folder_admin_key").input("s3cret-admin").run()
+    at.text_input(key="folder_path").input(str(secret)).run()
+    assert not at.button(key="folder_go").disabled
+    at.button(key="folder_go").click().run()
+    assert_clean(at)
+    assert any(s.value.startswith("1 indexed") for s in at.success)

@@ -107,3 +107,38 @@ def test_a_gzip_bomb_is_refused_with_memory_near_the_cap(srv: Any) -> None:
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["outcome"] == "too_large"
     assert result["peak_kb"] < 3_500, result  # the 1 MB body, one bounded step, working room
+
+
+def page_tree_bomb(fanout: int, depth: int) -> bytes:
+    """A PDF whose every /Pages node lists the same child `fanout` times: fanout**depth pages in about 1 KB."""
+    objs = {1: b"<< /Type /Catalog /Pages 2 0 R >>"}
+    n = 2
+    for level in range(depth):
+        kid = n + 1
+        objs[n] = (b"<< /Type /Pages /Kids [" + b" ".join([b"%d 0 R" % kid] * fanout)
+                   + b"] /Count %d >>" % fanout ** (depth - level))
+        n = kid
+    objs[n] = (b"<< /Type /Page /MediaBox [0 0 612 792] /Contents %d 0 R "
+               b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (n + 1, n + 2))
+    stream = b"BT /F1 12 Tf 72 720 Td (hello bomb) Tj ET"
+    objs[n + 1] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"
+    objs[n + 2] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    out, offsets = bytearray(b"%PDF-1.4\n"), {}
+    for i in sorted(objs):
+        offsets[i] = len(out)
+        out += b"%d 0 obj\n" % i + objs[i] + b"\nendobj\n"
+    xref, size = len(out), max(objs) + 1
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    out += b"".join(b"%010d 00000 n \n" % offsets[i] for i in range(1, size))
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
+    return bytes(out)
+
+
+def test_a_pdf_page_tree_bomb_is_refused_before_extraction(wb, site) -> None:
+    """10,000 pages from 1 KB (one page listed ten times per level) cost 6 s of extraction; now refused."""
+    bomb = page_tree_bomb(10, 4)
+    assert len(bomb) < 2000
+    outcome = wb.ingest_bytes("bomb.pdf", bomb, site_id=site)
+    assert outcome.status == "failed"
+    assert "10000 pages but only 1 distinct page objects" in outcome.reason
+    assert wb.ingest_bytes("one.pdf", page_tree_bomb(1, 1), site_id=site).status == "indexed"

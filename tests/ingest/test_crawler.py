@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from crawl_server import base_url, serve
+from crawl_server import Route, base_url, serve
 
 from rag_core.errors import CrawlRefused, FetchError, InvalidInput
 from rag_core.ingest.crawl import CrawledPage, PageError, WebCrawler, run
@@ -186,6 +186,53 @@ def test_extract_links_bad_pattern_and_non_html(srv: Any) -> None:
     with pytest.raises(FetchError) as info:
         asyncio.run(crawler.extract_links(f"{base_url(srv)}/plain-index.txt"))
     assert info.value.details["reason"] == "content_type"
+
+
+@pytest.mark.timeout(120)
+def test_a_backtracking_pattern_filters_links_in_linear_time(srv: Any) -> None:
+    """`(\\w+\\W?)+\\d\\.html$` made Python's `re` backtrack for ever on a link it did not match (the
+    server stopped with it); on RE2 it keeps the numbered articles and refuses nothing else."""
+    base = base_url(srv)
+    srv.state.routes["/long-index.html"] = Route(
+        b"<a href='/articles/a1.html'>one</a><a href='/other/about-the-company-and-its-team.html'>about</a>"
+        b"<a href='/articles/a2.html'>two</a>")
+    links, _ = asyncio.run(WebCrawler(make_settings()).extract_links(f"{base}/long-index.html",
+                                                                     r"(\w+\W?)+\d\.html$"))
+    assert links == [f"{base}/articles/a1.html", f"{base}/articles/a2.html"]
+
+
+@pytest.mark.parametrize("pattern,words", [(r"(a)\1", "invalid escape sequence"), ("(?=x)", "invalid perl operator"),
+                                           ("((a{1000}){1000}){1000}", "repetition")])
+def test_a_pattern_outside_re2_is_invalid_input_naming_the_syntax(srv: Any, pattern: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        asyncio.run(WebCrawler(make_settings()).extract_links(f"{base_url(srv)}/index.html", pattern))
+    assert words in info.value.message and "RE2 syntax" in info.value.message
+    assert "/index.html" not in srv.state.paths()  # refused before anything is fetched
+
+
+def test_a_huge_index_page_is_read_only_as_far_as_the_crawl_needs(srv: Any) -> None:
+    """250,000 links cost 10 s of CPU (join, pattern, policy each) to keep 50; a report could list every refusal."""
+    base = base_url(srv)
+    links_html = b"".join(b"<a href='http://elsewhere.test/r%d'>r</a><a href='/p%d'>p</a>" % (i, i) for i in range(3000))
+    srv.state.routes["/huge-index.html"] = Route(b"<html><body>" + links_html + b"</body></html>")
+    crawler = WebCrawler(make_settings(max_crawl_pages=20, crawl_max_bytes=1_000_000))
+    checked: list[str] = []
+    check = crawler.policy.check
+
+    def counting_check(url: str, **kwargs: Any) -> str:
+        checked.append(url)
+        return check(url, **kwargs)
+
+    crawler.policy.check = counting_check  # type: ignore[method-assign]
+    links, errors = asyncio.run(crawler.extract_links(f"{base}/huge-index.html"))
+    assert links == [f"{base}/p{i}" for i in range(20)]
+    assert len(errors) == 20 and all(e.reason == "refused" for e in errors)
+    link_checks = [u for u in checked if "/p" in u or "elsewhere" in u]  # not the index page or robots.txt
+    assert len(link_checks) == 40  # the links up to the twentieth kept, none after
+
+    refused_only = WebCrawler(make_settings(max_crawl_pages=20, crawl_max_bytes=1_000_000))
+    links, errors = asyncio.run(refused_only.extract_links(f"{base}/huge-index.html", "elsewhere"))
+    assert links == [] and len(errors) == 20  # 3,000 refusals, 20 reported
 
 
 def test_ac34_max_crawl_pages_limit(srv: Any) -> None:

@@ -44,6 +44,13 @@ def load_pdf(data: bytes, stem: str, url: str | None) -> LoadedDocument:
         raise corrupt(f"{type(exc).__name__}: {exc}", exc) from exc
     if not page_list:
         raise corrupt("it has no pages")
+    # Every page object has one place in the page tree. A tree whose nodes list the same child again and
+    # again (1 KB with ten Kids per level and four levels is 10,000 pages) made one small file cost a
+    # minute of text extraction per 100,000 pages; pypdf's own limit stops only at 100,000.
+    refs = [p.indirect_reference.idnum for p in page_list if p.indirect_reference is not None]
+    if len(set(refs)) < len(refs):
+        raise corrupt(f"its page tree lists {len(refs)} pages but only {len(set(refs))} distinct page objects "
+                      "(the same page repeated, as a page-tree bomb does)")
 
     texts: list[tuple[int, str]] = []
     unreadable: list[int] = []

@@ -1,0 +1,59 @@
+"""Text PostgreSQL can store: no NUL character and no lone surrogate (a JSON `\\ud800` escape).
+
+PostgreSQL refuses both in `text` and `jsonb`; let through, they surfaced as a database error (or an
+MCP tool crash) instead of an answer naming the problem. Every surface checks through here: REST
+bodies in their models, the Workbench for the MCP server, the CLI and the app.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rag_core.errors import InvalidInput
+
+
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL could not store `text` (a NUL, a lone surrogate from a JSON escape), or None."""
+    if "\x00" in text:
+        return "contains a NUL character; remove it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text (a lone surrogate escape)"
+    return None
+
+
+# Characters that change how a name is shown without being seen: C0 and C1 controls (line breaks
+# included) and the bidirectional overrides and isolates ("invoice\u202efdp.exe" shows as "invoiceexe.pdf").
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_label(value: str | None, field: str) -> None:
+    """Raise InvalidInput when a name shown to people (a document's source or title) holds control or
+    bidirectional formatting characters: they let one name pass for another in every list that shows it."""
+    if value is None:
+        return
+    check_storable(value, field)
+    hidden = _HIDDEN.search(value)
+    if hidden:
+        raise InvalidInput(f"{field} contains the invisible character U+{ord(hidden.group()):04X} at position "
+                           f"{hidden.start()}; remove control and text-direction characters from it.",
+                           details={"field": field})
+
+
+def check_storable(value: Any, field: str) -> None:
+    """Raise InvalidInput naming `field` when a text in `value` (a string, or one inside lists and dicts,
+    keys included) could not be stored."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                raise InvalidInput(f"{field} {problem}.", details={"field": field})
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
