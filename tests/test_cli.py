@@ -71,3 +71,16 @@ def test_python_dash_m_runs_the_same_command() -> None:
     assert proc.returncode == 0, proc.stderr
     for command in ("ingest", "search", "chat", "serve", "mcp", "eval"):
         assert f" {command} " in proc.stdout
+
+
+def test_a_missed_delete_points_to_a_listing_that_shows_the_sources(cli_env, site, tmp_path: Path) -> None:
+    """`rag delete` of a wrong name names a command that lists what can be deleted, and that command does."""
+    (tmp_path / "kept.md").write_text("# Kept\n\nA note about red kites.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "kept.md"), "--site", site]).exit_code == 0
+
+    missing = runner.invoke(app, ["delete", "notes/kept.md", "--site", site])
+    assert missing.exit_code == 1
+    hint = missing.output.split("`")[1]                  # the command the message names
+    listing = runner.invoke(app, hint.split()[1:] + ["--site", site])
+    assert listing.exit_code == 0, listing.output
+    assert str(tmp_path / "kept.md") in listing.stdout.replace("\n", "")

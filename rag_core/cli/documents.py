@@ -15,6 +15,8 @@ from rag_core.cli.common import app, console, db_app, out, print_json, run_safel
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.units import human_size
 
+SOURCES_LISTED = 500
+
 
 @app.command()
 @run_safely
@@ -64,7 +66,7 @@ def delete(
     with common.workbench() as wb:
         result = wb.delete_source(source, site_id=site)
     if not result["documents"]:
-        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status` lists the sources.")
+        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status --sources` lists them.")
         raise typer.Exit(code=1)
     out.print(f"Deleted: {source} ({result['chunks']} chunks)")
 
@@ -74,10 +76,16 @@ def delete(
 def status(
     site: Optional[str] = typer.Option(None, "--site", help="Only this site."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    sources: bool = typer.Option(False, "--sources", help=f"List the stored sources (newest first, up to "
+                                                          f"{SOURCES_LISTED}): what `rag delete` takes."),
 ) -> None:
     """Documents, chunks, sources, embedder, dimension and database size."""
     with common.workbench() as wb:
         info = wb.status(site_id=site)
+        listed = wb.documents(site_id=site, limit=SOURCES_LISTED) if sources else None
+    if listed is not None:
+        _print_sources(list(listed), info["documents"], as_json)
+        return
     if as_json:
         print_json(info)
         return
@@ -98,6 +106,21 @@ def status(
     if info["embedder_mismatch"]:
         console.print(f"[red]{info['embedder_mismatch']}[/red]")
     if info["documents"] == 0:
+        console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
+
+
+def _print_sources(docs: list[Any], total: int, as_json: bool) -> None:
+    """One line per source (site, type, chunks, indexed at, source), unwrapped so it can be copied."""
+    if as_json:
+        print_json([{"source": d["source"], "site_id": d["site_id"], "file_type": d["file_type"],
+                     "chunks": d["chunk_count"], "indexed_at": d["indexed_at"].isoformat()} for d in docs])
+        return
+    for d in docs:
+        typer.echo(f"{d['site_id']}\t{d['file_type']}\t{d['chunk_count']} chunks\t"
+                   f"{d['indexed_at']:%Y-%m-%d %H:%M}\t{d['source']}")
+    if total > len(docs):
+        console.print(f"... and {total - len(docs)} more; `--site` narrows the list.")
+    if not docs:
         console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
 
 
