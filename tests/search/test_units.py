@@ -107,3 +107,13 @@ def test_every_search_statement_fits_psycopg_parse_cache() -> None:
                       ("hybrid", "semantic", "fulltext"), fusions, scopes, ("exact", "index", "index_set"),
                       ("documents", "chunks")))
     assert longest <= _queries.MAX_CACHED_STATEMENT_LENGTH
+
+
+def test_a_page_past_the_last_says_so_and_names_the_last_page() -> None:
+    """`rag search "water" --page 3` on a one-page result printed "1 result for ..." and nothing else."""
+    response = {"query": "water", "mode": "hybrid", "total_results": 1, "page": 3, "limit": 10, "total_pages": 1,
+                "search_time": "0.010s", "suggestions": [], "results": [],
+                "facets": {"document_types": {"md": 1}, "date_distribution": {"2024-01": 1}}}
+    for rendered in (render_text(response), render_markdown(response)):
+        assert "page 3 of 1" in rendered
+        assert "Page 3 is past the last page (1)" in rendered
