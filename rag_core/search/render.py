@@ -66,13 +66,21 @@ def _facets(resp: SearchResponse) -> tuple[str, str]:
     return types, dates
 
 
-def _meta(r: SearchDocument) -> str:
+def _several_sites(resp: SearchResponse) -> bool:
+    """Whether the hits come from more than one site: then each names its own (the same file ingested
+    into two sites would otherwise show as two identical entries)."""
+    return len({r.get("site_id") for r in resp["results"]}) > 1
+
+
+def _meta(r: SearchDocument, with_site: bool = False) -> str:
     ranks = []
     if r.get("dense_rank") is not None:
         ranks.append(f"dense #{r['dense_rank']}")
     if r.get("fulltext_rank") is not None:
         ranks.append(f"full-text #{r['fulltext_rank']}")
     parts = [r["file_type"], r["file_size"]]
+    if with_site:
+        parts.insert(0, f"site {r.get('site_id')}")
     if r.get("document_date") or r.get("updated_at"):
         parts.append((r.get("document_date") or r.get("updated_at"))[:10])
     if ranks:
@@ -93,7 +101,7 @@ def render_text(resp: SearchResponse) -> str:
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"{n}. {r['title']}  [{r['relevance_score']:.2f}]")
         lines.append(f"   {r['file_path']}")
-        lines.append(f"   {_meta(r)}")
+        lines.append(f"   {_meta(r, _several_sites(resp))}")
         for h in _marked(r):
             lines.append(f"   … {h} …")
         for c in r.get("context_chunks") or []:
@@ -121,7 +129,7 @@ def render_markdown(resp: SearchResponse) -> str:
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
         lines.append("")
-        lines.append(f"`{r['file_path']}` · {_meta(r)}")
+        lines.append(f"`{r['file_path']}` · {_meta(r, _several_sites(resp))}")
         lines.append("")
         for h in _md_marked(r):
             lines.append(f"> {h}")
