@@ -17,7 +17,7 @@ from rag_core.db.database import Database
 from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
-from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file
+from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -162,7 +162,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                 status = "failed" if root.is_file() else "skipped"
                 problems.append(SourceOutcome(
                     str(full), status,
-                    reason=f"unsupported file type '{full.suffix or full.name}'; supported: {', '.join(sorted(SUPPORTED_TYPES))}",
+                    reason=unsupported_reason(full.name),
                 ))
                 continue
             found.append(full)

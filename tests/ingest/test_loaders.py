@@ -437,3 +437,15 @@ def test_garbage_only_ever_raises_loader_error(file_type: str, seed: int) -> Non
             continue
         assert doc.text.strip()
         assert_json_safe(doc)
+
+
+def test_a_file_without_an_extension_is_told_to_get_one(tmp_path: Path) -> None:
+    """A folder's 'NOTES' was skipped as "unsupported file type 'NOTES'", as if NOTES were a format."""
+    from rag_core.ingest.pipeline import discover_files
+
+    write(tmp_path, "NOTES", b"plain words")
+    write(tmp_path, "slides.pptx", b"whatever")
+    _, problems = discover_files([tmp_path], [], [])
+    reasons = {Path(p.source).name: p.reason for p in problems}
+    assert reasons["NOTES"].startswith("'NOTES' has no file extension, so its type is unknown; rename it with one of .csv")
+    assert reasons["slides.pptx"].startswith("unsupported file type '.pptx'; supported: .csv, .docx")
