@@ -449,3 +449,13 @@ def test_a_file_without_an_extension_is_told_to_get_one(tmp_path: Path) -> None:
     reasons = {Path(p.source).name: p.reason for p in problems}
     assert reasons["NOTES"].startswith("'NOTES' has no file extension, so its type is unknown; rename it with one of .csv")
     assert reasons["slides.pptx"].startswith("unsupported file type '.pptx'; supported: .csv, .docx")
+
+
+def test_a_file_over_the_size_limit_in_a_folder_says_how_to_get_it_in(tmp_path: Path) -> None:
+    """The folder walk had its own copy of the size check, without the fix and rounding 0.4 MB to '0 MB'."""
+    from rag_core.ingest.pipeline import file_item
+
+    path = write(tmp_path, "big.txt", b"a" * 600_000)
+    with pytest.raises(LoaderError) as err:
+        file_item(path, "default", max_bytes=400_000)
+    assert err.value.message == "File is 0.6 MB; the limit is 0.4 MB (RAG_MAX_FILE_MB). Split the file or raise RAG_MAX_FILE_MB."
