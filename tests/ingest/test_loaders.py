@@ -459,3 +459,15 @@ def test_a_file_over_the_size_limit_in_a_folder_says_how_to_get_it_in(tmp_path: 
     with pytest.raises(LoaderError) as err:
         file_item(path, "default", max_bytes=400_000)
     assert err.value.message == "File is 0.6 MB; the limit is 0.4 MB (RAG_MAX_FILE_MB). Split the file or raise RAG_MAX_FILE_MB."
+
+
+def test_html_headings_are_paragraphs_of_their_own() -> None:
+    """A crawled page's heading ran into the paragraph under it, so the offline answer to "Where do red kites
+    nest?" quoted "Red kites Red kites nest in tall beech trees..."."""
+    page = ("<html><head><title>Kites</title></head><body><article><h1>Red kites</h1><p>Red kites nest in tall "
+            "beech trees and feed on carrion along motorways.</p><h2>Flight</h2><p>Their forked tail makes them "
+            "easy to identify in flight.</p><ul><li>first item</li><li>second item</li></ul></article></body></html>")
+    doc = load_html_bytes(page.encode(), url="https://example.org/kites")
+    assert doc.text.startswith("Red kites\n\nRed kites nest in tall beech trees")
+    assert "motorways.\n\nFlight\n\nTheir forked tail" in doc.text
+    assert "- first item\n- second item" in doc.text          # other blocks keep their lines
