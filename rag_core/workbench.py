@@ -121,6 +121,13 @@ class Workbench:
                                               site_id=site_id))
         return self._run(items, progress, preloaded=problems)
 
+    def vanished_sources(self, paths: Sequence[str | Path], site_id: str = DEFAULT_SITE) -> list[str]:
+        """Stored sources under the given folders whose files are gone (deleted or renamed since they were
+        ingested): re-ingesting a folder does not remove them, so they would still be found and cited."""
+        folders = [Path(p).expanduser().resolve().as_posix().rstrip("/") + "/" for p in paths
+                   if Path(p).expanduser().is_dir()]
+        return [s for s in store.sources_under(self.db, site_id, folders) if not Path(s).exists()]
+
     def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
         """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""

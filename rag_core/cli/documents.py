@@ -26,6 +26,8 @@ def ingest(
     exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to leave out (repeatable)."),
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the documents belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    prune: bool = typer.Option(False, "--prune", help="Also remove stored sources under the folders whose files "
+                                                      "are gone (deleted or renamed since they were ingested)."),
 ) -> None:
     """Ingest files and folders: md, txt, pdf, docx, xlsx, csv, html."""
     with common.workbench() as wb:
@@ -38,9 +40,13 @@ def ingest(
                 bar.update(task, completed=p.done, total=p.total, chunks=p.chunks_done)
 
             report = wb.ingest_paths(paths, include=include, exclude=exclude, site_id=site, progress=on_progress)
+        vanished = wb.vanished_sources(paths, site_id=site)
+        for source in vanished if prune else []:
+            wb.delete_source(source, site_id=site)
     summary = report.to_dict()
     if as_json:
         summary.pop("documents", None)
+        summary["pruned" if prune else "vanished"] = vanished
         print_json(summary)
     else:
         out.print(f"Indexed {summary['indexed']} new and {summary['updated']} changed documents "
@@ -52,8 +58,24 @@ def ingest(
             out.print(f"  [yellow]skipped[/yellow] {skip['source']}: {skip['reason']}")
         if len(summary["skipped_sources"]) > 20:
             out.print(f"  ... and {len(summary['skipped_sources']) - 20} more skipped")
+        _print_vanished(vanished, prune)
     if summary["failed"] and not (summary["indexed"] or summary["updated"] or summary["unchanged"]):
         raise typer.Exit(code=1)
+
+
+def _print_vanished(vanished: list[str], pruned: bool) -> None:
+    """The stored sources whose files are gone: removed (--prune), or still found by searches until they are."""
+    if not vanished:
+        return
+    if pruned:
+        out.print(f"Removed {len(vanished)} stored source(s) whose files are gone:")
+    else:
+        console.print(f"[yellow]{len(vanished)} stored source(s) under these folders no longer exist on disk "
+                      "and are still searched[/yellow]; `rag ingest --prune` (with the same folders) removes them:")
+    for source in vanished[:20]:
+        out.print(f"  {source}")
+    if len(vanished) > 20:
+        out.print(f"  ... and {len(vanished) - 20} more")
 
 
 @app.command()
