@@ -127,3 +127,16 @@ def test_a_file_deleted_from_an_ingested_folder_is_named_and_pruned(cli_env, sit
     listing = runner.invoke(app, ["status", "--sources", "--site", site]).stdout
     assert str(folder / "keep.md") in listing and "gone.md" not in listing
     assert "no longer exist" not in runner.invoke(app, ["ingest", str(folder), "--site", site]).output
+
+
+def test_a_delete_without_a_site_says_it_removed_the_source_from_every_site(cli_env, site, tmp_path: Path) -> None:
+    """The same file in two sites: `rag delete` without --site removed both and said only '(2 chunks)'."""
+    path = tmp_path / "shared.md"
+    path.write_text("# Shared\n\nA note kept in two sites.", encoding="utf-8")
+    for name in (site, f"{site}-b"):
+        assert runner.invoke(app, ["ingest", str(path), "--site", name]).exit_code == 0
+    deleted = runner.invoke(app, ["delete", str(path)])
+    assert deleted.exit_code == 0, deleted.output
+    assert "2 documents, one per site, 2 chunks" in deleted.stdout
+    one = runner.invoke(app, ["ingest", str(path), "--site", site])
+    assert one.exit_code == 0 and "(1 chunks)" in runner.invoke(app, ["delete", str(path), "--site", site]).stdout

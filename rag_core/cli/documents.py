@@ -90,7 +90,8 @@ def delete(
     if not result["documents"]:
         console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status --sources` lists them.")
         raise typer.Exit(code=1)
-    out.print(f"Deleted: {source} ({result['chunks']} chunks)")
+    sites = f"{result['documents']} documents, one per site, " if result["documents"] > 1 else ""
+    out.print(f"Deleted: {source} ({sites}{result['chunks']} chunks)")
 
 
 @app.command()
