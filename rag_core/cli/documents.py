@@ -119,7 +119,7 @@ def status(
         ("by type", ", ".join(f"{k}: {v}" for k, v in info["by_type"].items()) or "-"),
         ("sites", ", ".join(f"{k}: {v}" for k, v in info["by_site"].items()) or "-"),
         ("embedder", f"{info['embedder'] or info['configured_embedder']}"
-                     f" ({info['dimension'] or '?'} dimensions)"),
+                     + (f" ({info['dimension']} dimensions)" if info["dimension"] else " (nothing embedded yet)")),
         ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
         ("last indexed", info["last_indexed_at"] or "never"),
     ]
