@@ -19,15 +19,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@echo "Installing the workbench into $(VENV) (pip is quiet; a few minutes the first time) ..."
 	$(PIP) install -e .
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	@echo "Installing the workbench with its test, torch, eval and notebook extras into $(VENV) (pip is quiet; several minutes the first time) ..."
 	$(PIP) install -e '.[dev,torch,eval,notebooks]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(VENV)/.installed $(VENV)/.installed-lab
 
 $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
+	@echo "Installing the workbench with JupyterLab into $(VENV) (pip is quiet; a few minutes the first time) ..."
 	$(PIP) install -e '.[notebooks]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(VENV)/.installed

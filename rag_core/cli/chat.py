@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -117,10 +117,19 @@ def purge(
     if as_json:
         print_json(summary)
         return
+    out.print(purge_line(summary, dry_run))
+
+
+def purge_line(summary: Any, dry_run: bool) -> str:
+    """One line for a purge or its dry run: what went (or would), the cutoff, and the oldest message left."""
     verb = "Dry run: would delete" if dry_run else "Deleted"
-    out.print(f"{verb} {summary['messages_deleted']} messages and {summary['sessions_deleted']} sessions older "
-              f"than {summary['older_than_days']:g} days (before {format_when(summary['cutoff'])}) in "
-              f"{summary['duration_ms']:.0f} ms; oldest remaining message: {format_when(summary['oldest_remaining'])}.")
+    if summary["oldest_remaining"]:
+        left = f"oldest remaining message: {format_when(summary['oldest_remaining'])}"
+    else:
+        left = "no chat message would remain" if dry_run else "no chat message remains"
+    return (f"{verb} {summary['messages_deleted']} messages and {summary['sessions_deleted']} sessions older "
+            f"than {summary['older_than_days']:g} days (before {format_when(summary['cutoff'])}) in "
+            f"{summary['duration_ms']:.0f} ms; {left}.")
 
 
 @retention_app.command("status")

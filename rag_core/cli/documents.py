@@ -15,6 +15,8 @@ from rag_core.cli.common import app, console, db_app, out, print_json, run_safel
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.units import human_size
 
+SOURCES_LISTED = 500
+
 
 @app.command()
 @run_safely
@@ -24,6 +26,8 @@ def ingest(
     exclude: List[str] = typer.Option([], "--exclude", help="Glob of files to leave out (repeatable)."),
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the documents belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    prune: bool = typer.Option(False, "--prune", help="Also remove stored sources under the folders whose files "
+                                                      "are gone (deleted or renamed since they were ingested)."),
 ) -> None:
     """Ingest files and folders: md, txt, pdf, docx, xlsx, csv, html."""
     with common.workbench() as wb:
@@ -36,9 +40,13 @@ def ingest(
                 bar.update(task, completed=p.done, total=p.total, chunks=p.chunks_done)
 
             report = wb.ingest_paths(paths, include=include, exclude=exclude, site_id=site, progress=on_progress)
+        vanished = wb.vanished_sources(paths, site_id=site)
+        for source in vanished if prune else []:
+            wb.delete_source(source, site_id=site)
     summary = report.to_dict()
     if as_json:
         summary.pop("documents", None)
+        summary["pruned" if prune else "vanished"] = vanished
         print_json(summary)
     else:
         out.print(f"Indexed {summary['indexed']} new and {summary['updated']} changed documents "
@@ -50,8 +58,24 @@ def ingest(
             out.print(f"  [yellow]skipped[/yellow] {skip['source']}: {skip['reason']}")
         if len(summary["skipped_sources"]) > 20:
             out.print(f"  ... and {len(summary['skipped_sources']) - 20} more skipped")
+        _print_vanished(vanished, prune)
     if summary["failed"] and not (summary["indexed"] or summary["updated"] or summary["unchanged"]):
         raise typer.Exit(code=1)
+
+
+def _print_vanished(vanished: list[str], pruned: bool) -> None:
+    """The stored sources whose files are gone: removed (--prune), or still found by searches until they are."""
+    if not vanished:
+        return
+    if pruned:
+        out.print(f"Removed {len(vanished)} stored source(s) whose files are gone:")
+    else:
+        console.print(f"[yellow]{len(vanished)} stored source(s) under these folders no longer exist on disk "
+                      "and are still searched[/yellow]; `rag ingest --prune` (with the same folders) removes them:")
+    for source in vanished[:20]:
+        out.print(f"  {source}")
+    if len(vanished) > 20:
+        out.print(f"  ... and {len(vanished) - 20} more")
 
 
 @app.command()
@@ -64,9 +88,10 @@ def delete(
     with common.workbench() as wb:
         result = wb.delete_source(source, site_id=site)
     if not result["documents"]:
-        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status` lists the sources.")
+        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status --sources` lists them.")
         raise typer.Exit(code=1)
-    out.print(f"Deleted: {source} ({result['chunks']} chunks)")
+    sites = f"{result['documents']} documents, one per site, " if result["documents"] > 1 else ""
+    out.print(f"Deleted: {source} ({sites}{result['chunks']} chunks)")
 
 
 @app.command()
@@ -74,10 +99,16 @@ def delete(
 def status(
     site: Optional[str] = typer.Option(None, "--site", help="Only this site."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    sources: bool = typer.Option(False, "--sources", help=f"List the stored sources (newest first, up to "
+                                                          f"{SOURCES_LISTED}): what `rag delete` takes."),
 ) -> None:
     """Documents, chunks, sources, embedder, dimension and database size."""
     with common.workbench() as wb:
         info = wb.status(site_id=site)
+        listed = wb.documents(site_id=site, limit=SOURCES_LISTED) if sources else None
+    if listed is not None:
+        _print_sources(list(listed), info["documents"], as_json)
+        return
     if as_json:
         print_json(info)
         return
@@ -88,7 +119,7 @@ def status(
         ("by type", ", ".join(f"{k}: {v}" for k, v in info["by_type"].items()) or "-"),
         ("sites", ", ".join(f"{k}: {v}" for k, v in info["by_site"].items()) or "-"),
         ("embedder", f"{info['embedder'] or info['configured_embedder']}"
-                     f" ({info['dimension'] or '?'} dimensions)"),
+                     + (f" ({info['dimension']} dimensions)" if info["dimension"] else " (nothing embedded yet)")),
         ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
         ("last indexed", info["last_indexed_at"] or "never"),
     ]
@@ -98,6 +129,21 @@ def status(
     if info["embedder_mismatch"]:
         console.print(f"[red]{info['embedder_mismatch']}[/red]")
     if info["documents"] == 0:
+        console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
+
+
+def _print_sources(docs: list[Any], total: int, as_json: bool) -> None:
+    """One line per source (site, type, chunks, indexed at, source), unwrapped so it can be copied."""
+    if as_json:
+        print_json([{"source": d["source"], "site_id": d["site_id"], "file_type": d["file_type"],
+                     "chunks": d["chunk_count"], "indexed_at": d["indexed_at"].isoformat()} for d in docs])
+        return
+    for d in docs:
+        typer.echo(f"{d['site_id']}\t{d['file_type']}\t{d['chunk_count']} chunks\t"
+                   f"{d['indexed_at']:%Y-%m-%d %H:%M}\t{d['source']}")
+    if total > len(docs):
+        console.print(f"... and {total - len(docs)} more; `--site` narrows the list.")
+    if not docs:
         console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
 
 

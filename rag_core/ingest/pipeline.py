@@ -17,7 +17,8 @@ from rag_core.db.database import Database
 from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
-from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file
+from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
+from rag_core.ingest.loaders.files import check_size
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -162,7 +163,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                 status = "failed" if root.is_file() else "skipped"
                 problems.append(SourceOutcome(
                     str(full), status,
-                    reason=f"unsupported file type '{full.suffix or full.name}'; supported: {', '.join(sorted(SUPPORTED_TYPES))}",
+                    reason=unsupported_reason(full.name),
                 ))
                 continue
             found.append(full)
@@ -172,8 +173,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
 def file_item(path: Path, site_id: str, max_bytes: int) -> SourceItem:
     """A SourceItem for a file; its hash is the hash of its bytes."""
     stat = path.stat()
-    if stat.st_size > max_bytes:
-        raise LoaderError(f"file is {stat.st_size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB (RAG_MAX_FILE_MB)")
+    check_size(stat.st_size, max_bytes, path.name)
     data = path.read_bytes()
     source = path.as_posix()
     return SourceItem(

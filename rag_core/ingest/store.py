@@ -188,6 +188,16 @@ def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[Documen
     return results
 
 
+def sources_under(db: Database, site_id: str, folders: Sequence[str]) -> list[str]:
+    """The site's stored sources whose path starts with one of `folders` (each ending in '/')."""
+    if not folders:
+        return []
+    with db.connection() as conn:
+        rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source ^@ ANY(%s)",
+                            (site_id, list(folders))).fetchall()
+    return sorted(r[0] for r in rows)
+
+
 def delete_source(db: Database, source: str, site_id: str | None = None) -> tuple[int, int]:
     """Delete a source (in one site or all); returns (documents, chunks) deleted."""
     with db.connection() as conn:

@@ -46,9 +46,17 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 
 def header_line(resp: SearchResponse) -> str:
     pages = resp.get("total_pages") or 0
-    page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 else ""
+    page = f", page {resp.get('page', 1)} of {pages}" if pages > 1 or resp.get("page", 1) > 1 else ""
     return (f"{resp['total_results']} result{'s' if resp['total_results'] != 1 else ''} for \"{resp['query']}\""
             f" ({resp.get('mode', 'hybrid')}, {resp['search_time']}{page})")
+
+
+def past_last_page(resp: SearchResponse) -> str:
+    """What to say when the page asked for lies beyond the results ('' otherwise)."""
+    pages, page = resp.get("total_pages") or 0, resp.get("page", 1)
+    if resp["results"] or not pages or page <= pages:
+        return ""
+    return f"Page {page} is past the last page ({pages}); ask for page {pages} or less."
 
 
 def _facets(resp: SearchResponse) -> tuple[str, str]:
@@ -58,13 +66,21 @@ def _facets(resp: SearchResponse) -> tuple[str, str]:
     return types, dates
 
 
-def _meta(r: SearchDocument) -> str:
+def _several_sites(resp: SearchResponse) -> bool:
+    """Whether the hits come from more than one site: then each names its own (the same file ingested
+    into two sites would otherwise show as two identical entries)."""
+    return len({r.get("site_id") for r in resp["results"]}) > 1
+
+
+def _meta(r: SearchDocument, with_site: bool = False) -> str:
     ranks = []
     if r.get("dense_rank") is not None:
         ranks.append(f"dense #{r['dense_rank']}")
     if r.get("fulltext_rank") is not None:
         ranks.append(f"full-text #{r['fulltext_rank']}")
     parts = [r["file_type"], r["file_size"]]
+    if with_site:
+        parts.insert(0, f"site {r.get('site_id')}")
     if r.get("document_date") or r.get("updated_at"):
         parts.append((r.get("document_date") or r.get("updated_at"))[:10])
     if ranks:
@@ -80,10 +96,12 @@ def _chunk_label(c: ContextChunk) -> str:
 def render_text(resp: SearchResponse) -> str:
     """Plain text: numbered documents, highlights with **term**, context chunks, facets, suggestions."""
     lines = [header_line(resp), ""]
+    if past_last_page(resp):
+        lines += [past_last_page(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"{n}. {r['title']}  [{r['relevance_score']:.2f}]")
         lines.append(f"   {r['file_path']}")
-        lines.append(f"   {_meta(r)}")
+        lines.append(f"   {_meta(r, _several_sites(resp))}")
         for h in _marked(r):
             lines.append(f"   … {h} …")
         for c in r.get("context_chunks") or []:
@@ -106,10 +124,12 @@ def _md_escape(text: str) -> str:
 def render_markdown(resp: SearchResponse) -> str:
     """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
     lines = [f"## Search: {resp['query']}", "", f"_{header_line(resp)}_", ""]
+    if past_last_page(resp):
+        lines += [past_last_page(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
         lines.append("")
-        lines.append(f"`{r['file_path']}` · {_meta(r)}")
+        lines.append(f"`{r['file_path']}` · {_meta(r, _several_sites(resp))}")
         lines.append("")
         for h in _md_marked(r):
             lines.append(f"> {h}")

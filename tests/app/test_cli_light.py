@@ -45,3 +45,14 @@ def test_a_pdf_titled_about_blank_takes_its_file_name(app_wb, app_site) -> None:
         assert outcome.status == "indexed", outcome.reason
     titles = {d["source"]: d["title"] for d in app_wb.documents(site_id=app_site)}
     assert titles == {"pump-manual-2024.pdf": "pump-manual-2024", "valve-guide.pdf": "valve-guide"}
+
+
+def test_status_of_an_empty_store_names_no_unknown_dimension(empty_db_url) -> None:
+    """`rag status` on a fresh store printed 'use-multilingual (? dimensions)'."""
+    from typer.testing import CliRunner
+
+    from rag_core.cli import app
+
+    result = CliRunner().invoke(app, ["status"])
+    assert result.exit_code == 0, result.output
+    assert "(nothing embedded yet)" in result.stdout and "?" not in result.stdout

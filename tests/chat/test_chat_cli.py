@@ -64,3 +64,19 @@ def test_retention_commands(cli_env, wb) -> None:
     assert status.exit_code == 0, status.output
     assert "older than 30 days" in status.stdout and "14-30 d" in status.stdout
     assert "cli" in status.stdout  # the purges above are in the audit
+
+
+def test_a_purge_that_leaves_no_message_says_so() -> None:
+    """`rag retention purge --dry-run` on a store whose messages would all go ended 'oldest remaining message: -.'"""
+    import datetime as dt
+
+    from rag_core.cli.chat import purge_line
+
+    cutoff = dt.datetime(2026, 10, 27, 6, 10, tzinfo=dt.timezone.utc)
+    summary = {"messages_deleted": 4, "sessions_deleted": 1, "older_than_days": 30.0, "cutoff": cutoff,
+               "duration_ms": 3.0, "oldest_remaining": None}
+    assert purge_line(summary, dry_run=True).endswith("in 3 ms; no chat message would remain.")
+    assert purge_line(summary, dry_run=False).endswith("in 3 ms; no chat message remains.")
+    summary["oldest_remaining"] = cutoff + dt.timedelta(days=2)
+    assert purge_line(summary, dry_run=False).endswith("oldest remaining message: 2026-10-29 06:10.")
+    assert " -." not in purge_line(summary, dry_run=True)

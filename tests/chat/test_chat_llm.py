@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rag_core.chat.prompts import CONDENSE_SYSTEM
-from rag_core.errors import LLMError
+from rag_core.errors import ConfigError, LLMError
 
 
 def _roles(wb, session_id: str) -> list[str]:
@@ -110,3 +110,13 @@ def test_llamacpp_refuses_a_path_that_is_not_a_gguf_file(tmp_path) -> None:
     for bad in ("", str(tmp_path / "missing.gguf"), str(tmp_path)):
         with pytest.raises(ConfigError, match="RAG_LLM_MODEL"):
             build_llm(load_settings(_env_file=None, llm="llamacpp", llm_model=bad))
+
+
+def test_an_unknown_llm_stops_the_turn_before_the_question_is_stored(wb, docs_site, session_id) -> None:
+    """RAG_LLM=gpt4 answered `rag chat "hello"` with the CONFIG_ERROR, and left "hello" in the session as a
+    question without an answer, which the next turn then folded into its search. A setting that cannot
+    work is refused before anything is written; a failing server still keeps the question (above)."""
+    misconfigured = wb.variant(llm="gpt4")
+    with pytest.raises(ConfigError, match="Unknown LLM 'gpt4'"):
+        misconfigured.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
+    assert _roles(wb, session_id) == []

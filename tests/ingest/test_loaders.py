@@ -437,3 +437,37 @@ def test_garbage_only_ever_raises_loader_error(file_type: str, seed: int) -> Non
             continue
         assert doc.text.strip()
         assert_json_safe(doc)
+
+
+def test_a_file_without_an_extension_is_told_to_get_one(tmp_path: Path) -> None:
+    """A folder's 'NOTES' was skipped as "unsupported file type 'NOTES'", as if NOTES were a format."""
+    from rag_core.ingest.pipeline import discover_files
+
+    write(tmp_path, "NOTES", b"plain words")
+    write(tmp_path, "slides.pptx", b"whatever")
+    _, problems = discover_files([tmp_path], [], [])
+    reasons = {Path(p.source).name: p.reason for p in problems}
+    assert reasons["NOTES"].startswith("'NOTES' has no file extension, so its type is unknown; rename it with one of .csv")
+    assert reasons["slides.pptx"].startswith("unsupported file type '.pptx'; supported: .csv, .docx")
+
+
+def test_a_file_over_the_size_limit_in_a_folder_says_how_to_get_it_in(tmp_path: Path) -> None:
+    """The folder walk had its own copy of the size check, without the fix and rounding 0.4 MB to '0 MB'."""
+    from rag_core.ingest.pipeline import file_item
+
+    path = write(tmp_path, "big.txt", b"a" * 600_000)
+    with pytest.raises(LoaderError) as err:
+        file_item(path, "default", max_bytes=400_000)
+    assert err.value.message == "File is 0.6 MB; the limit is 0.4 MB (RAG_MAX_FILE_MB). Split the file or raise RAG_MAX_FILE_MB."
+
+
+def test_html_headings_are_paragraphs_of_their_own() -> None:
+    """A crawled page's heading ran into the paragraph under it, so the offline answer to "Where do red kites
+    nest?" quoted "Red kites Red kites nest in tall beech trees..."."""
+    page = ("<html><head><title>Kites</title></head><body><article><h1>Red kites</h1><p>Red kites nest in tall "
+            "beech trees and feed on carrion along motorways.</p><h2>Flight</h2><p>Their forked tail makes them "
+            "easy to identify in flight.</p><ul><li>first item</li><li>second item</li></ul></article></body></html>")
+    doc = load_html_bytes(page.encode(), url="https://example.org/kites")
+    assert doc.text.startswith("Red kites\n\nRed kites nest in tall beech trees")
+    assert "motorways.\n\nFlight\n\nTheir forked tail" in doc.text
+    assert "- first item\n- second item" in doc.text          # other blocks keep their lines

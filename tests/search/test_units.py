@@ -107,3 +107,29 @@ def test_every_search_statement_fits_psycopg_parse_cache() -> None:
                       ("hybrid", "semantic", "fulltext"), fusions, scopes, ("exact", "index", "index_set"),
                       ("documents", "chunks")))
     assert longest <= _queries.MAX_CACHED_STATEMENT_LENGTH
+
+
+def test_a_page_past_the_last_says_so_and_names_the_last_page() -> None:
+    """`rag search "water" --page 3` on a one-page result printed "1 result for ..." and nothing else."""
+    response = {"query": "water", "mode": "hybrid", "total_results": 1, "page": 3, "limit": 10, "total_pages": 1,
+                "search_time": "0.010s", "suggestions": [], "results": [],
+                "facets": {"document_types": {"md": 1}, "date_distribution": {"2024-01": 1}}}
+    for rendered in (render_text(response), render_markdown(response)):
+        assert "page 3 of 1" in rendered
+        assert "Page 3 is past the last page (1)" in rendered
+
+
+def test_hits_from_several_sites_name_their_site() -> None:
+    """A file ingested into two sites came back twice from a search of every site, as two identical
+    entries; each hit now names its site when the results span several (and only then)."""
+    def hit(site: str) -> dict:
+        return {"title": "zima", "file_path": "/docs/zima.txt", "file_type": "txt", "file_size": "254B",
+                "site_id": site, "updated_at": "2024-01-02T00:00:00Z", "document_date": None,
+                "relevance_score": 0.5, "dense_rank": 1, "fulltext_rank": None, "highlights": [], "context_chunks": []}
+    response = {"query": "frost", "mode": "hybrid", "total_results": 2, "page": 1, "limit": 10, "total_pages": 1,
+                "search_time": "0.010s", "suggestions": [], "facets": {},
+                "results": [hit("walk"), hit("my-documents")]}
+    for rendered in (render_text(response), render_markdown(response)):
+        assert "site walk" in rendered and "site my-documents" in rendered
+    response["results"] = [hit("walk")]
+    assert "site walk" not in render_text(response)

@@ -11,7 +11,8 @@ shared clean-up) and `files` (which loader reads which file, size limits).
 """
 
 from rag_core.ingest.loaders.document import LoadedDocument
-from rag_core.ingest.loaders.files import SUPPORTED_TYPES, file_type_for, load_bytes, load_file
+from rag_core.ingest.loaders.files import SUPPORTED_TYPES, file_type_for, load_bytes, load_file, unsupported_reason
 from rag_core.ingest.loaders.html_text import load_html_bytes
 
-__all__ = ["SUPPORTED_TYPES", "LoadedDocument", "file_type_for", "load_bytes", "load_file", "load_html_bytes"]
+__all__ = ["SUPPORTED_TYPES", "LoadedDocument", "file_type_for", "load_bytes", "load_file", "load_html_bytes",
+           "unsupported_reason"]

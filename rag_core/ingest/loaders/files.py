@@ -41,6 +41,15 @@ def _supported_list() -> str:
     return ", ".join(sorted(SUPPORTED_TYPES))
 
 
+def unsupported_reason(name: str) -> str:
+    """Why a file of this name is not ingested: its suffix is not a supported type, or it has none."""
+    suffix = Path(name).suffix.lower()
+    if not suffix:
+        return (f"'{Path(name).name}' has no file extension, so its type is unknown; rename it with one of "
+                f"{_supported_list()}")
+    return f"unsupported file type '{suffix}'; supported: {_supported_list()}"
+
+
 def _unsupported(what: str, name: str = "") -> LoaderError:
     return LoaderError(
         f"Unsupported file type '{what}'; supported: {_supported_list()}. "

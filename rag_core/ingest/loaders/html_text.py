@@ -88,6 +88,23 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
+def _headings_apart(text: str, doc: Any) -> str:
+    """The page's headings as paragraphs of their own. trafilatura's text puts every block on one line
+    under the next, so a heading read as the first words of the paragraph below it ("Red kites Red kites
+    nest in...") in chunks, highlights and quoted answers; its body marks which lines are headings."""
+    body = getattr(doc, "body", None)
+    heads = {" ".join("".join(h.itertext()).split()) for h in body.iter("head")} if body is not None else set()
+    if not heads:
+        return text
+    lines = text.split("\n")
+    is_head = [" ".join(line.split()) in heads for line in lines]
+    out = lines[:1]
+    for n in range(1, len(lines)):
+        apart = (is_head[n] or is_head[n - 1]) and lines[n].strip() and lines[n - 1].strip()
+        out.append(("\n" if apart else "") + lines[n])
+    return "\n".join(out)
+
+
 def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
     """Main text via trafilatura, falling back to lxml; None when the page has no text at all."""
     doc = None
@@ -99,6 +116,7 @@ def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
     except Exception:
         doc = None
     text = clean(getattr(doc, "text", None) or "") if doc is not None else ""
+    text = _headings_apart(text, doc)
     title = " ".join((getattr(doc, "title", None) or "").split()) if doc is not None else ""
     language = getattr(doc, "language", None) if doc is not None else None
     meta: dict[str, Any] = {}
