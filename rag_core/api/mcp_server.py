@@ -121,7 +121,28 @@ def _from_validation(tool: str, exc: ValidationError) -> RagError:
 class RagMCPServer(MCPServer):
     """MCPServer with the one place where tool failures become MCP tool errors."""
 
+    _arguments: dict[str, list[str]]
+
+    async def _unknown_arguments(self, name: str, arguments: dict[str, Any] | None) -> list[str]:
+        """The arguments a call gives that the tool's published input schema does not list."""
+        if not arguments:
+            return []
+        if not hasattr(self, "_arguments"):
+            self._arguments = {t.name: sorted((t.input_schema or {}).get("properties", {}))
+                               for t in await self.list_tools()}
+        if name not in self._arguments:
+            return []  # an unknown tool: the SDK says so
+        return sorted(set(arguments) - set(self._arguments[name]))
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        unknown = await self._unknown_arguments(name, arguments)
+        if unknown:
+            # Left to the SDK, an unknown argument was dropped without a word: `rag_index {"site": "x"}`
+            # indexed into the default site, `rag_chat_prepare {"session": ...}` wrote another session.
+            cls = InvalidQuery if name in SEARCH_TOOLS else InvalidInput
+            known = ", ".join(self._arguments[name])
+            return error_result(cls(f"{unknown[0]}: not an argument of {name}. It accepts: {known}.",
+                                    details={"field": unknown[0], "tool": name}))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

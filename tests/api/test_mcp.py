@@ -248,6 +248,18 @@ def test_search_documents_errors_are_seed_001_error_json(server, args, field, wo
     assert words.lower() in error["message"].lower()
 
 
+@pytest.mark.parametrize("tool,args,code,field", [
+    ("rag_index", {"path": "docs", "site": "mcp"}, "INVALID_INPUT", "site"),
+    ("rag_chat_prepare", {"message": "fire", "session": "s-1"}, "INVALID_INPUT", "session"),
+    ("search_documents", {"query": "fire", "types": ["md"]}, "INVALID_QUERY", "types"),
+])
+def test_an_argument_the_tool_does_not_know_is_refused_by_name(server, tool, args, code, field) -> None:
+    """Unknown arguments were dropped silently: {"site": ...} indexed into the default site."""
+    error = error_of(call(server, tool, args))
+    assert error["code"] == code and error["details"]["field"] == field
+    assert f"{field}: not an argument of {tool}" in error["message"] and "It accepts:" in error["message"]
+
+
 @pytest.mark.parametrize("tool,args,code,field,words", [
     ("rag_chat_prepare", {"message": "fire\x00alarm"}, "INVALID_INPUT", "message", "NUL"),
     ("rag_chat_turn", {"message": "\ud800 fire"}, "INVALID_INPUT", "message", "lone surrogate"),
