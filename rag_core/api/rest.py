@@ -496,7 +496,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         caller.require_admin()
         result = wb.delete_source(_text(source, "source"), site_id=site_id)
         if not result["documents"]:
-            raise NotFound(f"No document with source '{source}'; GET /status lists the sources per site.")
+            raise NotFound(f"No document with source '{source}'. A search result's file_path is its source, "
+                           "exactly as stored; on the server, `rag status --sources` lists them per site.")
         return {"source": source, **result}
 
     @app.post("/chat-messages", status_code=201, response_model=s.ChatMessageOut, tags=["chat memory"],

@@ -53,6 +53,8 @@ def test_document_created_replaced_and_deleted(client, wb):
     missing = client.request("DELETE", "/documents", params={"source": source}, headers=auth(ADMIN))
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "NOT_FOUND"
+    # The hint names what does list the sources (GET /status only counts them).
+    assert "file_path" in missing.json()["error"]["message"] and "rag status --sources" in missing.json()["error"]["message"]
 
 
 def test_search_gives_the_same_hits_and_scores_as_the_workbench(client, wb):
