@@ -285,8 +285,13 @@ def ingest_summary(report: Any) -> str:
 
 
 def show_ingest_report(report: Any) -> None:
-    """A one-line summary of an IngestReport, its failures as warnings and a table of every source."""
-    st.success(ingest_summary(report))
+    """A one-line summary of an IngestReport, its failures as warnings and a table of every source.
+
+    The summary is a success only when nothing failed: an error when nothing went in, else a warning."""
+    counts = report.to_dict()
+    stored = counts["indexed"] + counts["updated"] + counts["unchanged"]
+    box = st.success if not counts["failed"] else st.warning if stored else st.error
+    box(ingest_summary(report))
     for failure in report.failures:
         st.warning(f"{md_text(failure.source)}: {md_text(failure.reason)}")
     st.dataframe(report_table(report.outcomes), hide_index=True, width="stretch")

@@ -40,6 +40,16 @@ def test_upload_and_folder_ingest_refresh_the_metrics_and_the_sidebar(app_wb, ap
     assert metric(at, "Documents") == "3" and sidebar_counts(at).startswith("3 documents")
     assert any(s.value.startswith("2 indexed") for s in at.success)
 
+    # A run where nothing went in is not reported as a success; a partial one is a warning.
+    (folder / "empty.md").write_text("")
+    at.text_input(key="folder_path").input(str(folder / "empty.md")).run()
+    at.button(key="folder_go").click().run()
+    assert not at.success and any(e.value.startswith("0 indexed") and "1 failed" in e.value for e in at.error)
+    (folder / "c.md").write_text("# Pumps\n\nPumps are greased twice a year.")
+    at.text_input(key="folder_path").input(str(folder)).run()
+    at.button(key="folder_go").click().run()
+    assert not at.success and any("1 indexed" in w.value and "1 failed" in w.value for w in at.warning)
+
 
 def test_retention_preview_follows_the_days_and_the_audit_log_shows_each_run_at_once(app_wb, app_site) -> None:
     session = f"aged-{app_site}"
