@@ -329,6 +329,9 @@ def build_onnx(weights: E5Weights) -> Any:
                              producer_name="rag_core")
 
 
+_CONVERTED = re.compile(r"e5-small-[0-9a-f]+-g\d+-(fp32|int8)\.onnx")  # onnx_file's names (not its .tmp files)
+
+
 def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[str], None] | None = None) -> Path:
     """The exported (and, for int8, quantized) graph, written once under `folder` and reused."""
     report = report or log.info
@@ -343,6 +346,10 @@ def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[st
         raise ConfigError("The e5-small ONNX runtimes need the onnx package; install it with "
                           "`.venv/bin/pip install onnx` or set RAG_E5_RUNTIME=numpy.") from exc
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("e5-small-*.onnx"):  # earlier graph versions or model files: never read again
+        if _CONVERTED.fullmatch(stale.name) and not stale.name.startswith(f"{stem}-"):
+            report(f"e5-small: removing the superseded encoder file {stale}")
+            stale.unlink(missing_ok=True)
     fp32 = folder / f"{stem}-fp32.onnx"
     if not fp32.is_file():
         report(f"e5-small: exporting the encoder to ONNX (once) -> {fp32}")
