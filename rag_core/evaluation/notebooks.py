@@ -54,7 +54,7 @@ def execute_notebook(path: Path, output: Path | None, timeout: int = 7200, kerne
 
 TEST_SAMPLE = 12  # queries per set when pytest runs the notebooks: each finishes in well under a minute
 # Documents besides the judged ones in a test run's samples: notebooks 01 and 02 embed each sample a second
-# time with e5-small (about 39 passages/s), which this keeps to well under a minute.
+# time with e5-small (about 68 passages/s on a quiet machine), which this keeps to well under a minute.
 TEST_DISTRACTORS = 50
 
 
