@@ -42,7 +42,8 @@ _REFERENCE = re.compile(r"^--- Reference (\d+) ---\nSource: (.*)\n", re.MULTILIN
 _QUESTION = re.compile(r"\n(?:Question|Query): (.*)\nAnswer: ?$", re.DOTALL)
 # LlamaIndex's default question-answering prompt puts the context between two dashed lines.
 _DASHED_CONTEXT = re.compile(r"\n-{5,}\n(.*)\n-{5,}\n", re.DOTALL)
-_FOLLOW_UP = re.compile(r"Follow Up Input: (.*)\nStandalone question:", re.DOTALL)
+# LlamaIndex's condense prompt (its lines are indented in the template).
+_FOLLOW_UP = re.compile(r"Follow Up Input: (.*)\n[ \t]*Standalone question:", re.DOTALL)
 
 
 def parse_references(text: str) -> list[Passage]:
@@ -94,7 +95,7 @@ class WorkbenchLLM(CustomLLM):
             return self._provider.complete([{"role": "user", "content": prompt}])
         follow_up = _FOLLOW_UP.search(prompt)
         if follow_up:  # LlamaIndex's condense prompt: fold the previous user turn into the question
-            users = re.findall(r"^user: (.*)$", prompt[:follow_up.start()], re.MULTILINE)
+            users = re.findall(r"^[ \t]*user: (.*)$", prompt[:follow_up.start()], re.MULTILINE)
             history = [{"role": "user", "content": users[-1]}] if users else []
             return self._provider.condense(history, follow_up.group(1).strip())
         question = _QUESTION.search(prompt)
