@@ -9,7 +9,9 @@ the search does not wait for the log's commit.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
+import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable
@@ -32,6 +34,8 @@ from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 from rag_core.units import human_size
+
+log = logging.getLogger(__name__)
 
 # With a reranker on, this many documents (at least) are reordered before the page is cut.
 RERANK_DEPTH = 30
@@ -85,6 +89,8 @@ class SearchEngine:
         self.recent_queries = RecentQueries(db)
         self.hit_words = HitWords(db)
         self._reranker: Any = _UNSET
+        self._model_ready = False
+        self._model_lock = threading.Lock()
 
     @property
     def reranker(self) -> Reranker | None:
@@ -92,6 +98,27 @@ class SearchEngine:
         if self._reranker is _UNSET:
             self._reranker = build_reranker(self.settings)
         return self._reranker
+
+    def _ready_model(self, mode: str) -> float:
+        """Load the embedding model before a search that needs it; the seconds that took (0 once it is loaded).
+
+        A process's first search loaded the model inside its clock: the CLI, MCP and the query log reported
+        seconds of loading as the search's time. Searches that arrive during the load wait for it here.
+        """
+        if self._model_ready or mode == "fulltext":
+            return 0.0
+        with self._model_lock:
+            if self._model_ready:
+                return 0.0
+            started = time.perf_counter()
+            try:
+                self._embedder().get_query_embedding("warm-up")
+            except Exception:  # noqa: BLE001 - the search's own embedding reports the failure
+                return 0.0
+            self._model_ready = True
+            seconds = time.perf_counter() - started
+        log.info("Loaded the embedding model in %.2f s (not counted in the search's time).", seconds)
+        return seconds
 
     def invalidate(self) -> None:
         """Forget cached searches (called after every ingest and delete)."""
@@ -127,6 +154,8 @@ class SearchEngine:
                               site_id=req.site_id, user_id=user_id)
             self._note(req, terms, response["total_results"], when)
             return response
+        load = self._ready_model(req.mode)
+        started += load  # the search's time is its own; the model's load is logged beside it
         try:
             response, terms, plan, stages = self._run(req)
         except RagError as exc:
@@ -145,7 +174,8 @@ class SearchEngine:
             self.cache.put(key, _encode(response, terms))
         when = log_search(self.db, query=req.query, mode=req.mode,
                           params={**req.log_params(), **origin, "terms": terms,
-                                  "cache": "miss" if use_cache else "off", "plan": plan, "stages_ms": stages},
+                                  "cache": "miss" if use_cache else "off", "plan": plan, "stages_ms": stages,
+                                  **({"model_load_ms": round(load * 1000, 1)} if load else {})},
                           result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                           user_id=user_id)
         self._note(req, terms, response["total_results"], when)
