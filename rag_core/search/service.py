@@ -27,7 +27,7 @@ from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, highlight_texts
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
-from rag_core.search.querylog import log_search, search_metrics
+from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
 from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import HitWords, RecentQueries, suggest
@@ -190,7 +190,7 @@ class SearchEngine:
                      exc: RagError, started: float) -> None:
         if isinstance(exc, DatabaseError):
             return  # the log lives in the database that just failed; trying again would only wait
-        log_search(self.db, query=query if isinstance(query, str) else repr(query), mode=str(mode),
+        log_search(self.db, query=query if isinstance(query, str) else repr(query), mode=logged_mode(mode),
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
