@@ -151,6 +151,31 @@ class ReferenceNumbers(BaseNodePostprocessor):
         return out
 
 
+class DistinctPassages(BaseNodePostprocessor):
+    """One node per passage: the same file ingested into several sites is one reference naming those sites.
+
+    The node kept is the best-ranked copy; `metadata["sites"]` lists every site holding the passage.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DistinctPassages"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+                           ) -> list[NodeWithScore]:
+        kept: dict[tuple[str, str], NodeWithScore] = {}
+        for item in nodes:
+            meta = item.node.metadata
+            key = (str(meta.get("source") or item.node.ref_doc_id or item.node.node_id), item.node.get_content())
+            site = meta.get("site")
+            if key not in kept:
+                kept[key] = item
+                item.node.metadata["sites"] = [site] if site else []
+            elif site and site not in kept[key].node.metadata["sites"]:
+                kept[key].node.metadata["sites"].append(site)
+        return list(kept.values())
+
+
 class RerankPostprocessor(BaseNodePostprocessor):
     """A reranker of the RAG_RERANKER registry as a LlamaIndex node postprocessor: nodes reordered by its score.
 
@@ -183,11 +208,13 @@ class RerankPostprocessor(BaseNodePostprocessor):
 
 
 def default_postprocessors(wb: "Workbench", extra: Sequence[BaseNodePostprocessor]) -> list[BaseNodePostprocessor]:
-    """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then the reference numbers."""
+    """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then one node per passage
+    and the reference numbers."""
     from rag_core.providers.rerankers import build_reranker
 
     reranker = build_reranker(wb.settings)
-    return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), ReferenceNumbers()]
+    return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), DistinctPassages(),
+            ReferenceNumbers()]
 
 
 def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
@@ -200,7 +227,8 @@ def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
             title=str(meta.get("title") or ""), similarity=float(meta.get("similarity", item.score or 0.0) or 0.0),
             page=meta.get("page"), chunk_id=int(meta.get("chunk_id") or 0), document_id=int(meta.get("document_id") or 0),
             start_char=int(item.node.start_char_idx or 0), end_char=int(item.node.end_char_idx or 0),
-            text=item.node.get_content(), site_id=str(meta.get("site") or "")))
+            text=item.node.get_content(), site_id=str(meta.get("site") or ""),
+            sites=[str(x) for x in meta.get("sites") or []]))
     return out
 
 

@@ -143,3 +143,22 @@ def test_chat_engine_searches_a_follow_up_folded_with_the_previous_question(wb, 
         assert Path(second.source_nodes[0].node.metadata["source"]).name == "pump_manual.md"
     finally:
         wb.chat_reset(session)
+
+
+def test_engines_cite_a_passage_held_by_two_sites_once(wb) -> None:
+    sites = [f"t-li-shared-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    doc = {"source": "shared/marrowleaf.md", "title": "Marrowleaf",
+           "text": "Marrowleaf tea is steeped for seven minutes in water just below boiling."}
+    for site_id in sites:
+        wb.ingest_texts([doc], site_id=site_id)
+    try:
+        response = wb.as_query_engine(k=6).query("How long is marrowleaf tea steeped?")
+        passages = [(n.node.metadata["source"], n.node.get_content()) for n in response.source_nodes]
+        assert len(passages) == len(set(passages)) and passages[0][0] == "shared/marrowleaf.md"
+        assert sorted(response.source_nodes[0].node.metadata["sites"]) == sorted(sites)
+        assert [n.node.metadata["ref"] for n in response.source_nodes] == list(range(1, len(passages) + 1))
+        assert f"shared/marrowleaf.md (sites: {', '.join(response.metadata['sources'][0]['sites'])})" in \
+            response.metadata["rendered"]
+    finally:
+        with wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = ANY(%s)", (sites,))
