@@ -99,25 +99,35 @@ class SearchEngine:
             self._reranker = build_reranker(self.settings)
         return self._reranker
 
-    def _ready_model(self, mode: str) -> float:
-        """Load the embedding model before a search that needs it; the seconds that took (0 once it is loaded).
+    def load_model(self) -> float:
+        """Load the embedding model now (a service does so before it serves); the seconds it took, 0 once loaded.
 
-        A process's first search loaded the model inside its clock: the CLI, MCP and the query log reported
-        seconds of loading as the search's time. Searches that arrive during the load wait for it here.
+        Searches that arrive during the load wait for it here, outside their clocks.
         """
-        if self._model_ready or mode == "fulltext":
+        if self._model_ready:
             return 0.0
         with self._model_lock:
             if self._model_ready:
                 return 0.0
             started = time.perf_counter()
-            try:
-                self._embedder().get_query_embedding("warm-up")
-            except Exception:  # noqa: BLE001 - the search's own embedding reports the failure
-                return 0.0
+            self._embedder().get_query_embedding("warm-up")
             self._model_ready = True
-            seconds = time.perf_counter() - started
-        log.info("Loaded the embedding model in %.2f s (not counted in the search's time).", seconds)
+            return time.perf_counter() - started
+
+    def _ready_model(self, mode: str) -> float:
+        """The model loaded before a search that needs it starts its clock; the seconds the load took.
+
+        A process's first search loaded the model inside its clock: the CLI, MCP and the query log reported
+        seconds of loading as the search's time.
+        """
+        if self._model_ready or mode == "fulltext":
+            return 0.0
+        try:
+            seconds = self.load_model()
+        except Exception:  # noqa: BLE001 - the search's own embedding reports the failure
+            return 0.0
+        if seconds:
+            log.info("Loaded the embedding model in %.2f s (not counted in the search's time).", seconds)
         return seconds
 
     def invalidate(self) -> None:

@@ -36,3 +36,13 @@ def test_rag_search_logs_the_model_load_apart(cli_env, wb, site) -> None:
     assert "1 result for \"fire dampers\" (hybrid, " in result.output
     rows = logged(wb, site)
     assert [(r[0], r[2]) for r in rows] == [("fire dampers", True)]
+
+
+def test_a_service_loads_the_model_before_serving_and_no_search_counts_it(wb, make_settings, site) -> None:
+    wb.ingest_texts([DOC], site_id=site)
+    with open_workbench(make_settings()) as fresh:
+        assert fresh.search_engine.load_model() > 0   # what `rag serve` does before it serves
+        assert fresh.search_engine.load_model() == 0  # once
+        fresh.search("fire dampers", site_id=site)
+        fresh.flush_search_log()
+    assert [(r[0], r[2]) for r in logged(wb, site)] == [("fire dampers", False)]
