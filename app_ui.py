@@ -397,8 +397,10 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             cols = st.columns([1, 4])
             cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
             title = cited.title or ""
-            cols[1].markdown(f"**{md_text(title)}** " + source_label(cited.path or "", cited.page)
-                             if title else source_label(cited.path or "", cited.page))
+            where = source_label(cited.path or "", cited.page)
+            if len(cited.sites) > 1:  # a chat over every site: the same passage is held by each of these sites
+                where += " · sites: " + md_text(", ".join(cited.sites))
+            cols[1].markdown(f"**{md_text(title)}** " + where if title else where)
             passage = cited.text or ""
             spans = cited_spans(answer, n, passage)
             # Start the box a little before the first quoted sentence, so the highlight is in view.

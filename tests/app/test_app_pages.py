@@ -107,6 +107,28 @@ def test_chat_turn_shows_sources_and_replays_them(app_wb, app_site) -> None:
     assert not [m for m in at.chat_message if m.name == "assistant"]
 
 
+def test_a_chat_over_every_site_shows_a_passage_held_by_two_sites_once_naming_both(app_wb, app_site) -> None:
+    other = app_site + "-b"
+    text = ("The quillfeather kiln is calibrated by heating it to 640 degrees and reading the brass "
+            "quillfeather gauge after ten minutes.")
+    try:
+        for site_id in (app_site, other):
+            app_wb.ingest_text("shared/quillfeather-kiln.md", text, site_id=site_id, file_type="md")
+        at = open_app()  # "All sites"
+        at.chat_input[0].set_value("How is the quillfeather kiln calibrated?").run()
+        assert_clean(at)
+        panel = [m for m in at.chat_message if m.name == "assistant"][0].expander[0]
+        kiln = [m.value for m in panel.markdown if "quillfeather-kiln.md" in m.value]
+        assert len(kiln) == 1, kiln
+        shown = kiln[0].split(" · sites: ")[1]
+        assert sorted(shown.split(", ")) == sorted(app_ui.md_text(s) for s in (app_site, other))
+    finally:
+        with app_wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = %s", (other,))
+            conn.execute("DELETE FROM chat_sessions WHERE site_id IS NULL AND title LIKE %s", ("%quillfeather%",))
+        app_wb._after_write()
+
+
 def test_uploaded_files_are_ingested_and_listed(app_wb, app_site) -> None:
     at = open_app(app_site)
     at.switch_page("app_pages/ingestion.py").run()
