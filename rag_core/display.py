@@ -167,6 +167,8 @@ def turn_html(turn: "ChatTurn") -> str:
                      f"the documents.</div>")
     for s in turn.sources:
         page = f" · page {s.page}" if s.page is not None else ""
+        if len(s.sites) > 1:  # a chat over every site: the same passage is held by each of these sites
+            page += f" · sites: {', '.join(s.sites)}"
         spans = cited_spans(turn.answer, s.n, s.text)
         parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {similarity_bar(s.similarity, f"{s.similarity_pct:.1f}%")}'
                      f' <b>{esc(s.title)}</b> {source_link(s.path)}{esc(page)}'
@@ -181,8 +183,9 @@ def sources_frame(turn: "ChatTurn") -> "pd.DataFrame":
     import pandas as pd
 
     return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "title": s.title, "source": s.path, "page": s.page,
-                          "start_char": s.start_char, "end_char": s.end_char, "text": s.text} for s in turn.sources],
-                        columns=["n", "similarity", "title", "source", "page", "start_char", "end_char", "text"])
+                          "start_char": s.start_char, "end_char": s.end_char, "text": s.text,
+                          "sites": ", ".join(s.sites or [s.site_id])} for s in turn.sources],
+                        columns=["n", "similarity", "title", "source", "page", "start_char", "end_char", "text", "sites"])
 
 
 # ----- evaluation -----

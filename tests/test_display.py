@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -71,8 +72,18 @@ def test_chat_turn_renders_sources_with_similarity_bars_marked_quotes_then_the_a
     assert any("three units of heat" in m for m in marked), page
     assert turn._repr_markdown_() == turn.rendered
     frame = turn.to_pandas()
-    assert list(frame.columns) == ["n", "similarity", "title", "source", "page", "start_char", "end_char", "text"]
-    assert len(frame) == len(turn.sources)
+    assert list(frame.columns) == ["n", "similarity", "title", "source", "page", "start_char", "end_char", "text",
+                                   "sites"]
+    assert len(frame) == len(turn.sources) and set(frame["sites"]) == {filled}
+    assert "sites:" not in page  # one site: nothing to say
+
+
+def test_a_chat_source_held_by_two_sites_names_both_in_jupyter(wb, filled):
+    turn = wb.chat("How much heat does a heat pump deliver in cold climates?", site_id=filled)
+    shared = replace(turn.sources[0], sites=[filled, "copy-site"])
+    turn = replace(turn, sources=[shared, *turn.sources[1:]])
+    assert f"sites: {filled}, copy-site" in turn._repr_html_()
+    assert turn.to_pandas()["sites"].iloc[0] == f"{filled}, copy-site"
 
 
 def test_cited_spans_and_marks_find_the_quoted_sentence_and_escape_the_rest():
