@@ -12,6 +12,7 @@ import pytest
 from multiturn_set import DOCS
 from rag_core.chat.context import content_terms
 from rag_core.chat.extractive import pick_sentences, score_sentences
+from rag_core.providers.calibration import cosine_scale
 
 DELETE = "rag delete"
 
@@ -83,16 +84,18 @@ def test_a_sentence_of_another_section_is_not_quoted_for_its_words_alone(wb) -> 
     def embed_query(text: str) -> np.ndarray:
         return np.asarray(model.get_query_embedding(text), dtype=np.float32)
 
+    scale = cosine_scale(wb.embedder_name)  # cosines read as the answerer reads them (rag_core.providers.llms)
+    reading = {} if scale.is_identity else {"relevance": scale.relevance}
     question = "And how do I do that from the command line?"
-    alone = score_sentences(question, passages, embed=embed, embed_query=embed_query)
+    alone = score_sentences(question, passages, embed=embed, embed_query=embed_query, **reading)
     assert "rag ingest" in alone[0].text  # on its own the message asks about any command line
     follow_up = score_sentences(question, passages, context_query=f"How do I delete a document? {question}",
-                                embed=embed, embed_query=embed_query)
+                                embed=embed, embed_query=embed_query, **reading)
     assert follow_up[0].passage == 1, [(s.score, s.text) for s in follow_up]
     assert not any("rag ingest" in s.text for s in pick_sentences(follow_up))
     switch = score_sentences("How do I ingest a folder from the command line?", passages,
                              context_query="How do I delete a document? How do I ingest a folder from the command line?",
-                             embed=embed, embed_query=embed_query)
+                             embed=embed, embed_query=embed_query, **reading)
     assert switch[0].passage == 2  # a new topic taken for a follow-up is still answered from its own section
 
 
