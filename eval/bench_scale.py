@@ -5,7 +5,7 @@ repeats with a "[vN]" title marker once its originals are used up) ingested thro
 Workbench.ingest_texts into a database of its own: ingest time, HNSW/statistics build, search
 p50/p95 per mode with and without filters, memory (this process's RSS, the PostgreSQL server's
 RSS, database and index sizes). Originals are embedded once and cached in
-eval/cache/bench_search_vectors.npz (shared with bench_search.py; --seed-from-store adds the
+eval/cache/bench_search_vectors_<embedder>.npz (shared with bench_search.py; --seed-from-store adds the
 vectors of the `eval:*` sites `rag eval` built); repeats cost no model time. --only-cached keeps
 to documents whose vectors are already cached, so a run embeds nothing.
 
@@ -43,12 +43,17 @@ from rag_core.evaluation.scale import (
     SITE, build_records, bulk_ingest, chunk_inputs, latency_summary, measure_modes, noisy_copies, store_sizes,
     vectors_from_store,
 )
-from rag_core.evaluation.vectors import CachedEmbedder, load_cache, save_cache, text_key
-from rag_core.providers.embeddings import build_embedder
+from rag_core.evaluation.vectors import CachedEmbedder, embedder_cache_file, load_cache, save_cache, text_key
+from rag_core.providers.embeddings import build_embedder, embedder_identity
 from rag_core.workbench import resolve_database
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = REPO / "eval" / "cache" / "bench_search_vectors.npz"
+CACHE_DIR = REPO / "eval" / "cache"
+
+
+def vector_cache(settings: Any) -> Path:
+    """The originals' vectors of the configured embedder (one file per embedder)."""
+    return embedder_cache_file(CACHE_DIR, "bench_search_vectors", embedder_identity(settings))
 console = Console(stderr=True, width=160)
 
 
@@ -92,7 +97,7 @@ def documents_part(args: argparse.Namespace, settings: Any, vectors: dict[str, n
                 build = bulk_ingest(wb, records, args.docs, unit="documents",
                                     progress=lambda n: bar.update(task, completed=n))
             if cached.misses:
-                save_cache(CACHE, vectors)
+                save_cache(vector_cache(settings), vectors)
             build["originals_embedded"] = cached.misses
             build["docs_per_s"] = round(build["documents"] / build["load_s"], 1) if build["load_s"] else None
             console.print(f"store: {build['documents']} documents, {build['chunks']} chunks "
@@ -200,11 +205,11 @@ def main() -> int:
     args.keep = args.keep or bool(args.db)
 
     settings = load_settings()
-    vectors = load_cache(CACHE)
+    vectors = load_cache(vector_cache(settings))
     if args.seed_from_store:
         with open_workbench(settings) as wb:
             vectors.update(vectors_from_store(wb))
-        save_cache(CACHE, vectors)
+        save_cache(vector_cache(settings), vectors)
     console.print(f"{len(vectors)} original chunk vectors cached")
     report: dict[str, Any] = {"machine": machine(), "embedder": settings.embedder,
                               "load_1min_at_start": round(os.getloadavg()[0], 1)}

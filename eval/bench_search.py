@@ -5,7 +5,7 @@ The store is built from real, distinct text: the documents of the eval corpora i
 (ru_construction pages, scifact abstracts, jsquad paragraphs; 13,362 documents, about 27K chunks),
 `--size` of them (`--unit chunks` counts chunks instead). Past the distinct documents the corpora
 are repeated with a marker in the title ("[v3]"), which the run reports: HNSW recall over
-near-duplicates means little. Vectors of the originals are cached under eval/cache/ (git-ignored)
+near-duplicates means little. Vectors of the originals are cached per embedder under eval/cache/ (git-ignored)
 or read from the `eval:*` sites `rag eval` built in the main store. `--windows` makes more distinct
 documents from the same text: each corpus document becomes windows of 1, 2 or 3 consecutive
 sentences (narrower windows when the wider ones are too few), each window a document of its own,
@@ -52,8 +52,8 @@ from rag_core.errors import RagError
 from rag_core.evaluation.runner import machine
 from rag_core.evaluation.scale import SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes
 from rag_core.evaluation.scale import timed_search, vectors_from_store
-from rag_core.evaluation.vectors import CachedEmbedder, load_cache, save_cache
-from rag_core.providers.embeddings import build_embedder
+from rag_core.evaluation.vectors import CachedEmbedder, embedder_cache_file, load_cache, save_cache
+from rag_core.providers.embeddings import build_embedder, embedder_identity
 from rag_core.workbench import resolve_database
 
 REPO = Path(__file__).resolve().parents[1]
@@ -314,7 +314,7 @@ def main() -> None:
     db_name = args.db or f"rag_bench_search_{uuid.uuid4().hex[:8]}"
     url = with_database(server_url, db_name)
     create_database_if_missing(url)
-    cache_path = CACHE / "bench_search_vectors.npz"
+    cache_path = embedder_cache_file(CACHE, "bench_search_vectors", embedder_identity(settings))
     vectors = load_cache(cache_path)
     if len(vectors) < 1000:
         vectors.update(vectors_from_main_store(settings))

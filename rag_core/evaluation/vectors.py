@@ -17,6 +17,8 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
+from rag_core.errors import ConfigError
+
 REPEAT_MARKER = re.compile(r" \[v(\d+)\]")
 
 
@@ -35,6 +37,12 @@ class CachedEmbedder(BaseEmbedding):
 
     def __init__(self, inner: BaseEmbedding, vectors: dict[str, np.ndarray], **kw: Any) -> None:
         super().__init__(model_name="bench-cache", **kw)
+        if vectors:  # a cache is keyed by text alone: another embedder's vectors would be stored as this one's
+            cached, own = len(next(iter(vectors.values()))), len(inner.get_text_embedding("dimension probe"))
+            if cached != own:
+                raise ConfigError(f"The vector cache holds {cached}-dimension vectors but the embedder gives {own}: it "
+                                  "was written by another embedder. Keep one cache file per embedder "
+                                  "(embedder_cache_file) or delete this one.")
         self._inner = inner
         self._vectors = vectors
 
@@ -95,6 +103,13 @@ def embed_once(embedder: BaseEmbedding, texts: Sequence[str], vectors: dict[str,
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     return np.stack([vectors[text_key(t)] for t in texts]).astype(np.float32)
+
+
+def embedder_cache_file(folder: Path, stem: str, embedder: str) -> Path:
+    """`folder/<stem>_<embedder>.npz`: a vector cache holds one embedder's vectors, keyed by text only."""
+    from rag_core.evaluation.suite import embedder_slug
+
+    return folder / f"{stem}_{embedder_slug(embedder)}.npz"
 
 
 def load_cache(path: Path) -> dict[str, np.ndarray]:

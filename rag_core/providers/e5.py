@@ -334,6 +334,12 @@ def build_onnx(weights: E5Weights) -> Any:
 _CONVERTED = re.compile(r"e5-small-[0-9a-f]+-g\d+-(fp32|int8)\.onnx")  # onnx_file's names (not its .tmp files)
 
 
+def _drop_preprocessing_advice(record: logging.LogRecord) -> bool:
+    """onnxruntime's quantizer warns on the root logger that the model could be pre-processed first: advice
+    for whoever converts a model, which a user's first search would otherwise print on the console."""
+    return "pre-processing before quantization" not in record.getMessage()
+
+
 def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[str], None] | None = None) -> Path:
     """The exported (and, for int8, quantized) graph, written once under `folder` and reused."""
     report = report or log.info
@@ -364,8 +370,13 @@ def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[st
         report(f"e5-small: quantizing the encoder to int8 (once) -> {target}")
         tmp = target.with_suffix(f".{os.getpid()}.tmp.onnx")
         # DefaultTensorType: ONNX shape inference cannot type the contrib ops' outputs
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        root = logging.getLogger()
+        root.addFilter(_drop_preprocessing_advice)  # measured: its pre-processing changes nothing here
+        try:
+            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        finally:
+            root.removeFilter(_drop_preprocessing_advice)
         tmp.replace(target)
     return target
 

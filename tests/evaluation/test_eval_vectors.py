@@ -6,10 +6,14 @@ import hashlib
 from typing import Any
 
 import numpy as np
+import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from rag_core.evaluation.vectors import CachedEmbedder, embed_once, load_cache, save_cache, text_key
+from rag_core.errors import ConfigError
+from rag_core.evaluation.vectors import (
+    CachedEmbedder, embed_once, embedder_cache_file, load_cache, save_cache, text_key,
+)
 
 
 class CountingEmbedder(BaseEmbedding):
@@ -49,6 +53,16 @@ def test_repeats_reuse_their_original_and_differ_slightly():
     assert not np.allclose(v2, v3)
     assert np.allclose(v2, cached.get_text_embedding("alpha [v2]"))   # deterministic
     assert abs(np.linalg.norm(v2) - 1.0) < 1e-5
+
+
+def test_a_cache_of_another_embedders_vectors_is_refused_and_each_embedder_has_its_file(tmp_path):
+    other = {text_key("alpha"): np.ones(512, dtype=np.float32) / np.sqrt(512)}
+    with pytest.raises(ConfigError, match="512-dimension vectors but the embedder gives 16"):
+        CachedEmbedder(CountingEmbedder(), other)
+    same = {text_key("alpha"): np.ones(16, dtype=np.float32) / 4}
+    assert np.allclose(CachedEmbedder(CountingEmbedder(), same).get_text_embedding("alpha"), same[text_key("alpha")])
+    files = {embedder_cache_file(tmp_path, "bench", name) for name in ("e5-small", "use-multilingual", "huggingface:a/b")}
+    assert {f.name for f in files} == {"bench_e5_small.npz", "bench_use_multilingual.npz", "bench_huggingface_a_b.npz"}
 
 
 def test_queries_go_to_the_real_model():

