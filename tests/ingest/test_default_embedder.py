@@ -66,6 +66,25 @@ def test_a_store_of_the_former_default_opens_with_its_own_embedder_and_says_how_
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [notice]
 
 
+def test_every_surface_on_a_store_of_the_former_default_uses_its_embedder(old_store: str, make_settings) -> None:
+    """REST status carries the notice, LlamaIndex retrieves with the store's embedder, and a benchmark takes
+    the store's vectors only for that embedder."""
+    from fastapi.testclient import TestClient
+
+    from rag_core.api.rest import create_app
+    from rag_core.evaluation.scale import vectors_from_store
+
+    with open_workbench(make_settings(database_url=old_store)) as wb:
+        with TestClient(create_app(make_settings(database_url=old_store, rate_limit="off"), workbench=wb,
+                                   run_scheduler=False)) as client:
+            body = client.get("/status").json()
+        assert (body["embedder"], body["embedder_notice"]) == (OLD, wb.embedder_notice)
+        nodes = wb.as_retriever(mode="semantic", site_id="s").retrieve("how many exits does each floor need")
+        assert nodes[0].node.metadata["source"] == "api/fire"
+        wb.ingest_text("eval-doc", "Fire doors close automatically.", site_id="eval:scifact")
+        assert len(vectors_from_store(wb, OLD)) == 1 and vectors_from_store(wb, "e5-small") == {}
+
+
 def test_the_explicit_former_default_opens_without_a_notice(old_store: str, make_settings,
                                                             monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with open_workbench(make_settings(database_url=old_store, embedder=OLD)) as wb:
