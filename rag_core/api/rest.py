@@ -33,6 +33,7 @@ from rag_core.api import schemas as s
 from rag_core.api.auth import DENIED, KeyRing, Principal, RedactKeysInAccessLog, refuse_key_in_query
 from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
+from rag_core.api.service_logging import configure_logging
 from rag_core.chat.sessions import ChatSession
 from rag_core.errors import (
     CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
@@ -317,14 +318,27 @@ def _warm_up(workbench: Workbench) -> None:
     """Embed one text before serving: the packaged model builds its tokenizer on first use, and 100
     requests arriving together on a cold server each built it at once (every one took over a minute)."""
     try:
-        workbench.embedder.get_query_embedding("warm-up")
+        seconds = workbench.search_engine.load_model()  # the searches' clocks then never include it
     except Exception as exc:  # noqa: BLE001 - a remote embedder that is down must not stop the start
         log.warning("Could not warm up the embedder (%s); the first searches will load it.", type(exc).__name__)
+        return
+    log.info("Embedder %s loaded in %.1f s.", workbench.embedder_name, seconds)
+
+
+def warn_if_open(keys: KeyRing) -> None:
+    """Say once at start that every caller has full access when no key is configured."""
+    if keys.open:
+        log.warning("No API key configured (RAG_API_KEYS, RAG_ADMIN_API_KEY): every caller has full access. "
+                    "This is allowed on loopback only.")
 
 
 def create_app(settings: RagSettings | None = None, workbench: Workbench | None = None, *,
-               run_scheduler: bool = True) -> FastAPI:
-    """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to."""
+               run_scheduler: bool = True, warn_open: bool = True) -> FastAPI:
+    """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to.
+
+    Args:
+        warn_open: warn that no API key is configured (`rag serve --workers N` says it once, not per worker).
+    """
     settings = settings or (workbench.settings if workbench is not None else load_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     limiter = RateLimiter(settings.rate_limit, settings.redis_url)
@@ -335,9 +349,8 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
 
         workbench = open_workbench(settings)
     wb: Workbench = workbench  # the lifespan's closure needs the narrowed type
-    if keys.open:
-        log.warning("No API key configured (RAG_API_KEYS, RAG_ADMIN_API_KEY): every caller has full access. "
-                    "This is allowed on loopback only.")
+    if warn_open:
+        warn_if_open(keys)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -375,10 +388,10 @@ def _keep_keys_out_of_access_log() -> None:
 
 
 def create_worker_app() -> FastAPI:
-    """The app of one of several uvicorn workers: `rag serve` runs the daily purge once, in the supervisor."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    return create_app(run_scheduler=False)
+    """The app of one of several uvicorn workers: `rag serve` runs the daily purge and warns of open access
+    once, in the supervisor; each worker's lines name its process id."""
+    configure_logging(with_pid=True)
+    return create_app(run_scheduler=False, warn_open=False)
 
 
 NDJSON = "application/x-ndjson"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from rag_core.chat.prompts import labels
@@ -26,13 +26,16 @@ class Source:
     text: str                 # the cited passage
     site_id: str = ""
     relevance: float | None = None  # the cosine read through the embedder's scale (0..1); None: the cosine
+    sites: list[str] = field(default_factory=list)  # every site holding this passage (the same file in several)
 
     @classmethod
-    def from_hit(cls, n: int, hit: ChunkHit, scale: CosineScale | None = None) -> "Source":
+    def from_hit(cls, n: int, hit: ChunkHit, scale: CosineScale | None = None,
+                 sites: Sequence[str] | None = None) -> "Source":
         return cls(n=n, path=hit.source, title=hit.title or "", similarity=float(hit.similarity),
                    page=hit.page_number, chunk_id=int(hit.chunk_id), document_id=int(hit.document_id),
                    start_char=int(hit.start_char), end_char=int(hit.end_char), text=hit.text, site_id=hit.site_id,
-                   relevance=scale.relevance(float(hit.similarity)) if scale and not scale.is_identity else None)
+                   relevance=scale.relevance(float(hit.similarity)) if scale and not scale.is_identity else None,
+                   sites=list(sites or [hit.site_id]))
 
     @property
     def similarity_pct(self) -> float:
@@ -54,6 +57,7 @@ class Source:
             "page": self.page,
             "startChar": self.start_char,
             "endChar": self.end_char,
+            **({"sites": list(self.sites)} if len(self.sites) > 1 else {}),
         }
 
     @classmethod
@@ -64,7 +68,8 @@ class Source:
                    page=data.get("page"), chunk_id=int(data.get("chunkId") or 0),
                    document_id=int(data.get("documentId") or 0), start_char=int(data.get("startChar") or 0),
                    end_char=int(data.get("endChar") or 0), text=data.get("text", ""),
-                   relevance=float(data["relevance"]) if data.get("relevance") is not None else None)
+                   relevance=float(data["relevance"]) if data.get("relevance") is not None else None,
+                   sites=[str(x) for x in data.get("sites") or []])
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -73,9 +78,11 @@ class Source:
 
 
 def source_line(source: Source, language: str = "en") -> str:
-    """`1. [92.1%] path/to/file.md (p. 3)`"""
-    page = f" ({labels(language)['page']} {source.page})" if source.page is not None else ""
-    return f"{source.n}. [{source.similarity_pct:.1f}%] {source.path}{page}"
+    """`1. [92.1%] path/to/file.md (p. 3)`, then `(sites: a, b)` when several sites hold the passage."""
+    words = labels(language)
+    page = f" ({words['page']} {source.page})" if source.page is not None else ""
+    sites = f" ({words['sites']}: {', '.join(source.sites)})" if len(source.sites) > 1 else ""
+    return f"{source.n}. [{source.similarity_pct:.1f}%] {source.path}{page}{sites}"
 
 
 def render_sources(sources: Sequence[Source], language: str = "en") -> str:

@@ -97,6 +97,41 @@ def trusted_order(hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list
     return [h for h in ordered if h.similarity >= ratio * best]
 
 
+def passage_key(hit: ChunkHit) -> tuple[str, str]:
+    """What makes two hits one passage: the same text of the same source (a file ingested into two sites)."""
+    return hit.source, hit.text
+
+
+def distinct_passages(hits: Sequence[ChunkHit], limit: int | None = None
+                      ) -> tuple[list[ChunkHit], dict[int, list[str]]]:
+    """The hits without repeats of one passage, best first (at most `limit`), and the sites holding each kept hit.
+
+    A chat over every site found the same file ingested into two sites twice: the reader saw one passage
+    as sources [1] and [2], and the repeat took the place of another passage in the context.
+    """
+    kept: list[ChunkHit] = []
+    first: dict[tuple[str, str], int] = {}
+    sites: dict[int, list[str]] = {}
+    for hit in hits:
+        key = passage_key(hit)
+        if key in first:
+            held = sites[first[key]]
+            if hit.site_id not in held:
+                held.append(hit.site_id)
+        elif limit is None or len(kept) < limit:
+            first[key] = hit.chunk_id
+            sites[hit.chunk_id] = [hit.site_id]
+            kept.append(hit)
+    return kept, sites
+
+
+def with_repeats(hits: Sequence[ChunkHit], k: int) -> list[ChunkHit]:
+    """The hits of the first k distinct passages, their repeats in other sites kept (they name those sites)."""
+    kept, _ = distinct_passages(hits, k)
+    keys = {passage_key(h) for h in kept}
+    return [h for h in hits if passage_key(h) in keys]
+
+
 def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
     """The hits chat may answer from, most similar first, within the context byte budget.
 

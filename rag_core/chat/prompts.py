@@ -12,6 +12,7 @@ LABELS: dict[str, dict[str, str]] = {
         "answer": "Answer",
         "none": "No relevant documents found.",
         "page": "p.",
+        "sites": "sites",
         "no_index": "Nothing is indexed yet{where}. Add documents with `rag ingest PATH` (or the Ingestion "
                     "page of the workbench), then ask again.",
         "no_context": "No relevant documents were found for this question, so I cannot answer it from your "
@@ -29,6 +30,7 @@ LABELS: dict[str, dict[str, str]] = {
         "answer": "Ответ",
         "none": "Релевантные документы не найдены.",
         "page": "с.",
+        "sites": "сайты",
         "no_index": "Индекс пуст{where}. Добавьте документы командой `rag ingest PATH` (или на странице "
                     "Ingestion), затем задайте вопрос снова.",
         "no_context": "Релевантные документы для этого вопроса не найдены, поэтому ответить по вашим документам "
@@ -46,6 +48,7 @@ LABELS: dict[str, dict[str, str]] = {
         "answer": "回答",
         "none": "関連する文書は見つかりませんでした。",
         "page": "p.",
+        "sites": "サイト",
         "no_index": "まだ何も索引されていません{where}。`rag ingest PATH`（またはワークベンチの Ingestion "
                     "ページ）で文書を追加してから、もう一度質問してください。",
         "no_context": "この質問に関連する文書が見つからなかったため、文書に基づいて回答できません。",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import Source, render_sources, render_turn
-from rag_core.chat.context import format_references, grounded_hits
+from rag_core.chat.context import distinct_passages, format_references, grounded_hits, with_repeats
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
@@ -29,6 +29,8 @@ MAX_K = 50
 # topic: None takes the embedder's measured margin (CosineScale.follow_up_margin; eval/bench_multiturn.py).
 FOLLOW_UP_MARGIN: float | None = None
 LANGUAGES = ("en", "ru", "ja")
+# How many times deeper the search goes when the same passages fill its top k from several sites.
+REPEAT_DEPTH = 4
 
 
 def answer_language(language: str) -> str:
@@ -167,9 +169,11 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
 
     # 4. CONTEXT: hits above the similarity floor (or covering the question's words), whole chunks
     # within the byte budget, numbered by similarity so the list reads best first.
+    # One source per passage: the same file in two sites is one source that names both sites.
+    hits, sites = distinct_passages(hits)
     chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
     scale = cosine_scale(wb.embedder_name)
-    sources = [Source.from_hit(n, h, scale) for n, h in enumerate(chosen, 1)]
+    sources = [Source.from_hit(n, h, scale, sites.get(h.chunk_id)) for n, h in enumerate(chosen, 1)]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
         passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
@@ -201,13 +205,13 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     conversation's topic is kept, and the passages the last answer cited stay candidates
     (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
-    alone = wb.retrieve(message, k=k, site_id=site_id)
+    alone = retrieve_distinct(wb, message, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
         return message, alone
     folded = wb.llm.condense(history, message)
     if not folded or folded == message:
         return message, alone
-    contextual = wb.retrieve(folded, k=k, site_id=site_id)
+    contextual = retrieve_distinct(wb, folded, k=k, site_id=site_id)
     if not contextual:
         return message, alone
     if not alone or alone[0].chunk_id == contextual[0].chunk_id:
@@ -224,6 +228,18 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     if closer_in_words and closer_in_meaning:
         return message, alone
     return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)
+
+
+def retrieve_distinct(wb: "Workbench", query: str, *, k: int, site_id: str | None) -> list[ChunkHit]:
+    """The top hits of k distinct passages, with their repeats in other sites (searching every site).
+
+    The same file ingested into several sites fills k hits with copies of fewer passages; then the
+    search is asked once more for deeper hits, so the answer still has k passages to choose from.
+    """
+    hits = wb.retrieve(query, k=k, site_id=site_id)
+    if len(hits) < k or len(distinct_passages(hits)[0]) == len(hits):
+        return hits
+    return with_repeats(wb.retrieve(query, k=k * REPEAT_DEPTH, site_id=site_id), k)
 
 
 def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
@@ -256,7 +272,7 @@ def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], h
             chunk_id=int(r[0]), document_id=int(r[1]), site_id=r[2], source=r[3], title=r[4], file_type=r[5],
             chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
             similarity=max(0.0, min(1.0, float(r[11] or 0.0))), score=float(r[11] or 0.0), language=r[12]))
-    return sorted(found.values(), key=lambda h: -h.similarity)[:k]
+    return with_repeats(sorted(found.values(), key=lambda h: -h.similarity), k)
 
 
 # Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).

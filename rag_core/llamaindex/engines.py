@@ -42,7 +42,8 @@ _REFERENCE = re.compile(r"^--- Reference (\d+) ---\nSource: (.*)\n", re.MULTILIN
 _QUESTION = re.compile(r"\n(?:Question|Query): (.*)\nAnswer: ?$", re.DOTALL)
 # LlamaIndex's default question-answering prompt puts the context between two dashed lines.
 _DASHED_CONTEXT = re.compile(r"\n-{5,}\n(.*)\n-{5,}\n", re.DOTALL)
-_FOLLOW_UP = re.compile(r"Follow Up Input: (.*)\nStandalone question:", re.DOTALL)
+# LlamaIndex's condense prompt (its lines are indented in the template).
+_FOLLOW_UP = re.compile(r"Follow Up Input: (.*)\n[ \t]*Standalone question:", re.DOTALL)
 
 
 def parse_references(text: str) -> list[Passage]:
@@ -94,7 +95,7 @@ class WorkbenchLLM(CustomLLM):
             return self._provider.complete([{"role": "user", "content": prompt}])
         follow_up = _FOLLOW_UP.search(prompt)
         if follow_up:  # LlamaIndex's condense prompt: fold the previous user turn into the question
-            users = re.findall(r"^user: (.*)$", prompt[:follow_up.start()], re.MULTILINE)
+            users = re.findall(r"^[ \t]*user: (.*)$", prompt[:follow_up.start()], re.MULTILINE)
             history = [{"role": "user", "content": users[-1]}] if users else []
             return self._provider.condense(history, follow_up.group(1).strip())
         question = _QUESTION.search(prompt)
@@ -150,6 +151,31 @@ class ReferenceNumbers(BaseNodePostprocessor):
         return out
 
 
+class DistinctPassages(BaseNodePostprocessor):
+    """One node per passage: the same file ingested into several sites is one reference naming those sites.
+
+    The node kept is the best-ranked copy; `metadata["sites"]` lists every site holding the passage.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DistinctPassages"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+                           ) -> list[NodeWithScore]:
+        kept: dict[tuple[str, str], NodeWithScore] = {}
+        for item in nodes:
+            meta = item.node.metadata
+            key = (str(meta.get("source") or item.node.ref_doc_id or item.node.node_id), item.node.get_content())
+            site = meta.get("site")
+            if key not in kept:
+                kept[key] = item
+                item.node.metadata["sites"] = [site] if site else []
+            elif site and site not in kept[key].node.metadata["sites"]:
+                kept[key].node.metadata["sites"].append(site)
+        return list(kept.values())
+
+
 class RerankPostprocessor(BaseNodePostprocessor):
     """A reranker of the RAG_RERANKER registry as a LlamaIndex node postprocessor: nodes reordered by its score.
 
@@ -182,11 +208,13 @@ class RerankPostprocessor(BaseNodePostprocessor):
 
 
 def default_postprocessors(wb: "Workbench", extra: Sequence[BaseNodePostprocessor]) -> list[BaseNodePostprocessor]:
-    """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then the reference numbers."""
+    """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then one node per passage
+    and the reference numbers."""
     from rag_core.providers.rerankers import build_reranker
 
     reranker = build_reranker(wb.settings)
-    return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), ReferenceNumbers()]
+    return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), DistinctPassages(),
+            ReferenceNumbers()]
 
 
 def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
@@ -199,7 +227,8 @@ def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
             title=str(meta.get("title") or ""), similarity=float(meta.get("similarity", item.score or 0.0) or 0.0),
             page=meta.get("page"), chunk_id=int(meta.get("chunk_id") or 0), document_id=int(meta.get("document_id") or 0),
             start_char=int(item.node.start_char_idx or 0), end_char=int(item.node.end_char_idx or 0),
-            text=item.node.get_content(), site_id=str(meta.get("site") or "")))
+            text=item.node.get_content(), site_id=str(meta.get("site") or ""),
+            sites=[str(x) for x in meta.get("sites") or []]))
     return out
 
 

@@ -163,7 +163,9 @@ def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dic
         emb = np.asarray(embedding, dtype=np.float32)
     else:
         emb = embed_query(wb.embedder, text) if mode != "fulltext" else None
-    hits = search_chunks(wb.db, text, emb, k=k, mode=mode, **scope)
+    # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
+    # the scores search reports. The default fusion ranked another embedder's hits in another order.
+    hits = search_chunks(wb.db, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
     return hits_to_nodes(wb, hits)
 
 

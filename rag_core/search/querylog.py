@@ -16,8 +16,19 @@ import orjson
 
 from rag_core.db.database import Database
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
+from rag_core.search.validation import MODES
 
 log = logging.getLogger(__name__)
+
+
+# The mode a search rejected for its mode is counted under: one bucket, not one per string a caller sent.
+INVALID_MODE = "invalid"
+
+
+def logged_mode(mode: Any) -> str:
+    """The mode a search is logged under: one of MODES, or INVALID_MODE for anything else."""
+    name = mode.strip().lower() if isinstance(mode, str) else ""
+    return name if name in MODES else INVALID_MODE
 
 
 # Rows waiting for the writer at most; a search that finds the queue full waits for room (the
@@ -242,8 +253,10 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
             f"""SELECT min(query), count(*), max(created_at) FROM query_log
                 WHERE {where} AND {zero} AND {typed}
                 GROUP BY lower(query) ORDER BY 2 DESC, 3 DESC LIMIT %(top)s""", args).fetchall()
-        by_mode = dict(conn.execute(f"SELECT mode, count(*) FROM query_log WHERE {where} GROUP BY 1 ORDER BY 2 DESC",
-                                    args).fetchall())
+        by_mode = dict(conn.execute(
+            f"SELECT CASE WHEN mode = ANY(%(modes)s) THEN mode ELSE %(invalid)s END, count(*) FROM query_log"
+            f" WHERE {where} GROUP BY 1 ORDER BY 2 DESC", {**args, "modes": list(MODES), "invalid": INVALID_MODE}
+        ).fetchall())
         by_code = dict(conn.execute(
             f"SELECT error_code, count(*) FROM query_log WHERE {where} AND error_code IS NOT NULL GROUP BY 1 ORDER BY 2 DESC",
             args).fetchall())

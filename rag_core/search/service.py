@@ -9,7 +9,9 @@ the search does not wait for the log's commit.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
+import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable
@@ -25,13 +27,15 @@ from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, highlight_texts
 from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
-from rag_core.search.querylog import log_search, search_metrics
+from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
 from rag_core.search.retrieval import embed_query
 from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 from rag_core.units import human_size
+
+log = logging.getLogger(__name__)
 
 # With a reranker on, this many documents (at least) are reordered before the page is cut.
 RERANK_DEPTH = 30
@@ -85,6 +89,8 @@ class SearchEngine:
         self.recent_queries = RecentQueries(db)
         self.hit_words = HitWords(db)
         self._reranker: Any = _UNSET
+        self._model_ready = False
+        self._model_lock = threading.Lock()
 
     @property
     def reranker(self) -> Reranker | None:
@@ -92,6 +98,37 @@ class SearchEngine:
         if self._reranker is _UNSET:
             self._reranker = build_reranker(self.settings)
         return self._reranker
+
+    def load_model(self) -> float:
+        """Load the embedding model now (a service does so before it serves); the seconds it took, 0 once loaded.
+
+        Searches that arrive during the load wait for it here, outside their clocks.
+        """
+        if self._model_ready:
+            return 0.0
+        with self._model_lock:
+            if self._model_ready:
+                return 0.0
+            started = time.perf_counter()
+            self._embedder().get_query_embedding("warm-up")
+            self._model_ready = True
+            return time.perf_counter() - started
+
+    def _ready_model(self, mode: str) -> float:
+        """The model loaded before a search that needs it starts its clock; the seconds the load took.
+
+        A process's first search loaded the model inside its clock: the CLI, MCP and the query log reported
+        seconds of loading as the search's time.
+        """
+        if self._model_ready or mode == "fulltext":
+            return 0.0
+        try:
+            seconds = self.load_model()
+        except Exception:  # noqa: BLE001 - the search's own embedding reports the failure
+            return 0.0
+        if seconds:
+            log.info("Loaded the embedding model in %.2f s (not counted in the search's time).", seconds)
+        return seconds
 
     def invalidate(self) -> None:
         """Forget cached searches (called after every ingest and delete)."""
@@ -127,6 +164,8 @@ class SearchEngine:
                               site_id=req.site_id, user_id=user_id)
             self._note(req, terms, response["total_results"], when)
             return response
+        load = self._ready_model(req.mode)
+        started += load  # the search's time is its own; the model's load is logged beside it
         try:
             response, terms, plan, stages = self._run(req)
         except RagError as exc:
@@ -145,7 +184,8 @@ class SearchEngine:
             self.cache.put(key, _encode(response, terms))
         when = log_search(self.db, query=req.query, mode=req.mode,
                           params={**req.log_params(), **origin, "terms": terms,
-                                  "cache": "miss" if use_cache else "off", "plan": plan, "stages_ms": stages},
+                                  "cache": "miss" if use_cache else "off", "plan": plan, "stages_ms": stages,
+                                  **({"model_load_ms": round(load * 1000, 1)} if load else {})},
                           result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                           user_id=user_id)
         self._note(req, terms, response["total_results"], when)
@@ -160,7 +200,7 @@ class SearchEngine:
                      exc: RagError, started: float) -> None:
         if isinstance(exc, DatabaseError):
             return  # the log lives in the database that just failed; trying again would only wait
-        log_search(self.db, query=query if isinstance(query, str) else repr(query), mode=str(mode),
+        log_search(self.db, query=query if isinstance(query, str) else repr(query), mode=logged_mode(mode),
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 

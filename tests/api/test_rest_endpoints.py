@@ -153,6 +153,23 @@ def test_status_and_search_metrics(client):
     assert bad.status_code == 400 and "since" in bad.json()["error"]["message"]
 
 
+def test_rejected_modes_share_one_invalid_bucket_in_the_metrics(client):
+    def by_mode() -> dict[str, int]:
+        return client.get("/metrics/search", params={"site_id": SITE_A}, headers=auth(KEY_A)).json()["by_mode"]
+
+    before = by_mode()
+    junk = [f"junk-{uuid.uuid4().hex[:8]}", "Semantic-ish"]
+    for mode in junk:
+        response = client.post("/search", json={"query": "budget", "site_id": SITE_A, "search_mode": mode},
+                               headers=auth(KEY_A))
+        assert response.status_code == 400 and response.json()["error"]["code"] == "INVALID_QUERY"
+    client.post("/search", json={"query": "budget", "site_id": SITE_A, "search_mode": "Fulltext"}, headers=auth(KEY_A))
+    after = by_mode()
+    assert not set(after) - {"hybrid", "semantic", "fulltext", "invalid"}, after
+    assert after["invalid"] == before.get("invalid", 0) + 2
+    assert after["fulltext"] == before.get("fulltext", 0) + 1
+
+
 @pytest.fixture(scope="module")
 def page_server():
     with serve() as httpd:

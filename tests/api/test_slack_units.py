@@ -193,6 +193,10 @@ def test_answer_lists_sources_or_says_there_are_none() -> None:
                  document_id=1, start_char=0, end_char=10, text="t")
     assert messages.answer("It waits [1].", [src], "en") == \
         "It waits [1].\n\n*Sources*\n1. <https://example.com/a|Async> · 92.1%"
+    shared = Source(n=2, path="docs/a.md", title="", similarity=0.5, page=None, chunk_id=2, document_id=2,
+                    start_char=0, end_char=10, text="t", sites=["docs", "help<desk>"])
+    assert messages.answer("It waits [2].", [shared], "en").endswith(
+        "2. `docs/a.md` · 50.0% · sites: docs, help&lt;desk&gt;")
     assert messages.answer("No idea.", [], "ru") == "No idea.\n\n*Источники*\n_Релевантные документы не найдены._"
     assert messages.answer("From memory.", [], "en", with_sources=False) == "From memory."
     assert len(messages.answer("x" * 50_000, [], "en")) <= messages.MAX_TEXT

@@ -111,3 +111,54 @@ def test_engines_with_a_generative_answerer_send_numbered_references(wb, corpus)
         assert roles[0] == "system" and roles.count("user") == 2 and "assistant" in roles
     assert len(wb.chat_history(session)) == 4
     wb.chat_reset(session)
+
+
+def test_query_engine_sources_come_best_first_with_the_scores_search_reports(wb, corpus) -> None:
+    site, _ = corpus
+    # A relevance floor that only chunks sharing a word with the query pass: search drops the others,
+    # and so must the engines, which rank with search's fusion and floor.
+    strict = wb.variant(search_cosine_floor=0.99)
+    question = "pump impeller"
+    results = strict.search(question, site_id=site, limit=10)["results"]
+    expected = [(r["file_path"], r["score"]) for r in results]
+    assert {Path(p).name for p, _ in expected} == {"pump_manual.md", "pump_log.txt"}
+
+    response = strict.as_query_engine(site_id=site, k=10).query(question)
+    nodes = [(n.node.metadata["source"], round(n.score, 6)) for n in response.source_nodes]
+    assert nodes == expected
+    assert [s["path"] for s in response.metadata["sources"]] == [p for p, _ in expected]
+    retrieved = strict.as_retriever(site_id=site, k=10).retrieve(question)
+    assert [(n.node.metadata["source"], round(n.score, 6)) for n in retrieved] == expected
+
+
+def test_chat_engine_searches_a_follow_up_folded_with_the_previous_question(wb, corpus) -> None:
+    site, _ = corpus
+    session = f"li-{uuid.uuid4().hex[:8]}"
+    engine = wb.as_chat_engine(session, site_id=site, k=3)
+    try:
+        engine.chat("What must be done before the centrifugal pump starts?")
+        second = engine.chat("and how often is its impeller checked?")
+        searched = second.sources[0].raw_input["message"]
+        assert "centrifugal pump" in searched and "impeller" in searched
+        assert Path(second.source_nodes[0].node.metadata["source"]).name == "pump_manual.md"
+    finally:
+        wb.chat_reset(session)
+
+
+def test_engines_cite_a_passage_held_by_two_sites_once(wb) -> None:
+    sites = [f"t-li-shared-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    doc = {"source": "shared/marrowleaf.md", "title": "Marrowleaf",
+           "text": "Marrowleaf tea is steeped for seven minutes in water just below boiling."}
+    for site_id in sites:
+        wb.ingest_texts([doc], site_id=site_id)
+    try:
+        response = wb.as_query_engine(k=6).query("How long is marrowleaf tea steeped?")
+        passages = [(n.node.metadata["source"], n.node.get_content()) for n in response.source_nodes]
+        assert len(passages) == len(set(passages)) and passages[0][0] == "shared/marrowleaf.md"
+        assert sorted(response.source_nodes[0].node.metadata["sites"]) == sorted(sites)
+        assert [n.node.metadata["ref"] for n in response.source_nodes] == list(range(1, len(passages) + 1))
+        assert f"shared/marrowleaf.md (sites: {', '.join(response.metadata['sources'][0]['sites'])})" in \
+            response.metadata["rendered"]
+    finally:
+        with wb.db.connection() as conn:
+            conn.execute("DELETE FROM documents WHERE site_id = ANY(%s)", (sites,))

@@ -264,10 +264,12 @@ def clip(value: str, limit: int = MAX_TEXT) -> str:
 
 
 def source_line(source: Source, language: str) -> str:
-    """`1. <https://x|Title> (p. 3) · 92.1%`"""
-    page = f" ({labels(language)['page']} {source.page})" if source.page is not None else ""
+    """`1. <https://x|Title> (p. 3) · 92.1%`, then `· sites: a, b` when several sites hold the passage."""
+    words = labels(language)
+    page = f" ({words['page']} {source.page})" if source.page is not None else ""
     title = source.title.strip() if source.title and source.title.strip() != source.path else None
-    return f"{source.n}. {link(source.path, title)}{page} · {source.similarity_pct:.1f}%"
+    sites = f" · {words['sites']}: {escape(', '.join(source.sites))}" if len(source.sites) > 1 else ""
+    return f"{source.n}. {link(source.path, title)}{page} · {source.similarity_pct:.1f}%{sites}"
 
 
 def answer(turn_answer: str, sources: Sequence[Source], language: str, with_sources: bool = True) -> str:
