@@ -61,7 +61,7 @@ CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains a
 MAX_SESSION_TITLE_CHARS = 200
 
 
-_NOTICES_LOGGED: set[tuple[str, str]] = set()  # (database, store's embedder): the warning is logged once
+_NOTICES_LOGGED: set[str] = set()  # databases whose embedder notice this process has logged
 
 
 def _adoption_notice(stored: str, default: str) -> str:
@@ -88,9 +88,6 @@ class Workbench:
         adopted = store_embedder_settings(settings, info[0]) if info else None
         if adopted is not None:
             self.embedder_notice = _adoption_notice(info[0], embedder_identity(settings))
-            if (database_url, info[0]) not in _NOTICES_LOGGED:
-                _NOTICES_LOGGED.add((database_url, info[0]))
-                log.warning(self.embedder_notice)
             settings, embedder = adopted, None  # a model passed in is the default's, not the store's
         self.settings = settings
         self.db = db
@@ -104,9 +101,12 @@ class Workbench:
     # ----- models -----
     @property
     def embedder(self) -> BaseEmbedding:
-        """The configured embedder, loaded on first use."""
+        """The configured embedder, loaded on first use (which logs the embedder notice, once per process)."""
         with self._embedder_lock:
             if self._embedder is None:
+                if self.embedder_notice and self.database_url not in _NOTICES_LOGGED:
+                    _NOTICES_LOGGED.add(self.database_url)
+                    log.warning(self.embedder_notice)
                 self._embedder = build_embedder(self.settings)
             return self._embedder
 
