@@ -37,4 +37,6 @@ if info:
                        f"{app_ui.plural(info['chunks'], 'chunk')} · {info['embedder'] or info['configured_embedder']}")
     if info["embedder_mismatch"]:
         st.sidebar.error(info["embedder_mismatch"])
+    if info["embedder_notice"]:
+        st.sidebar.warning(info["embedder_notice"])
 page.run()

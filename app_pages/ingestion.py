@@ -34,6 +34,8 @@ if info is not None:
                f"site **{target}**")
     if info["embedder_mismatch"]:
         st.error(info["embedder_mismatch"])
+    if info["embedder_notice"]:
+        st.warning(info["embedder_notice"])
     if info["chunks_without_embedding"]:
         st.warning(f"{info['chunks_without_embedding']:,} chunks have no vector yet; run `rag reindex` to finish.")
     if info["chunks"] == 0:

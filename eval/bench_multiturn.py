@@ -29,6 +29,7 @@ from multiturn_set import CONVERSATIONS, DOCS, ask_conversations, hit_rates  # n
 
 from rag_core import open_workbench  # noqa: E402
 from rag_core.chat import turn  # noqa: E402
+from rag_core.providers.calibration import cosine_scale  # noqa: E402
 
 console = Console()
 SITE = "eval:multiturn"
@@ -52,7 +53,7 @@ def main() -> None:
             return message, wb.retrieve(message, k=k, site_id=site_id)
         return retrieve
 
-    rules = {"rule": (original, turn.FOLLOW_UP_MARGIN), "never fold": (forced(False), None),
+    rules = {"rule": (original, None), "never fold": (forced(False), None),
              "always fold": (forced(True), None)}
     for margin in args.margins:
         rules[f"rule, margin {margin:g}"] = (original, margin)
@@ -82,7 +83,7 @@ def main() -> None:
         later = [r for r in result["records"] if r["turn"]]
         switches = [r["first"] for r in later if r["switch"]]
         answered = [sum(r["answered"] for r in later if r["switch"] == switch) for switch in (False, True)]
-        label = f"{name} (margin {turn.FOLLOW_UP_MARGIN:g})" if name == "rule" else name
+        label = f"{name} (margin {cosine_scale(embedder).follow_up_margin:g})" if name == "rule" else name
         table.add_row(label, *(f"{top3[lang]:.1%}" for lang in ("en", "ru", "ja", "all")), f"{first['all']:.1%}",
                       f"{sum(switches)}/{len(switches)}", f"{answered[0]}/{len(later) - len(switches)}",
                       f"{answered[1]}/{len(switches)}", f"{result['seconds']:.1f}")

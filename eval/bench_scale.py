@@ -91,6 +91,7 @@ def documents_part(args: argparse.Namespace, settings: Any, vectors: dict[str, n
         cached = CachedEmbedder(build_embedder(settings), vectors, embed_batch_size=settings.embed_batch_size)
         with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0}),
                             embedder=cached) as wb:
+            embedder = wb.embedder_name  # a kept store (--db) built with another embedder is searched with that one
             with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=console) as bar:
                 task = bar.add_task("documents", total=args.docs)
@@ -111,7 +112,8 @@ def documents_part(args: argparse.Namespace, settings: Any, vectors: dict[str, n
                       "server_rss_mb": server_rss_mb(url),
                       "sizes_mb": {k: round(v / 1e6, 1) for k, v in store_sizes(wb).items()}}
             console.print(f"memory: {memory}")
-        return {"build": build, "queries_per_measurement": len(sample), "search": results, "memory": memory,
+        return {"embedder": embedder, "build": build, "queries_per_measurement": len(sample), "search": results,
+                "memory": memory,
                 "database": db_name if args.keep else None}
     finally:
         if not args.keep:
@@ -129,9 +131,9 @@ def vectors_part(args: argparse.Namespace, settings: Any, vectors: dict[str, np.
     url = with_database(server_url, f"rag_bench_vectors_{uuid.uuid4().hex[:8]}")
     create_database_if_missing(url)
     _, queries = build_records()
-    with open_workbench(settings) as wb:   # only for the embedder: real query vectors
-        qvecs = [np.asarray(wb.embedder.get_query_embedding(q["text"]), dtype=np.float32)
-                 for q in queries[:: max(1, len(queries) // args.queries)][: args.queries]]
+    model = build_embedder(settings)   # real query vectors of the cached vectors' embedder, not a store's
+    qvecs = [np.asarray(model.get_query_embedding(q["text"]), dtype=np.float32)
+             for q in queries[:: max(1, len(queries) // args.queries)][: args.queries]]
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -208,13 +210,14 @@ def main() -> int:
     vectors = load_cache(vector_cache(settings))
     if args.seed_from_store:
         with open_workbench(settings) as wb:
-            vectors.update(vectors_from_store(wb))
+            vectors.update(vectors_from_store(wb, embedder_identity(settings)))
         save_cache(vector_cache(settings), vectors)
     console.print(f"{len(vectors)} original chunk vectors cached")
-    report: dict[str, Any] = {"machine": machine(), "embedder": settings.embedder,
+    report: dict[str, Any] = {"machine": machine(), "embedder": embedder_identity(settings),
                               "load_1min_at_start": round(os.getloadavg()[0], 1)}
     if args.docs:
         report["documents"] = documents_part(args, settings, vectors)
+        report["embedder"] = report["documents"]["embedder"]
     if args.vectors:
         if not vectors:
             console.print("no cached vectors: run part 1 or --seed-from-store first")

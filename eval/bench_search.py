@@ -99,7 +99,7 @@ def vectors_from_main_store(settings: Any) -> dict[str, np.ndarray]:
     """Chunk vectors of the eval:* sites `rag eval` built in the main store (same chunking, same embedder)."""
     try:
         with open_workbench(settings) as wb:
-            return vectors_from_store(wb)
+            return vectors_from_store(wb, embedder_identity(settings))
     except RagError as exc:
         console.print(f"main store not readable ({exc.message}); originals will be embedded")
         return {}
@@ -370,7 +370,8 @@ def main() -> None:
                           f"p95 {results['concurrent']['p95']} ms, errors {len(errors)}, wall {wall:.1f} s")
         report = {"documents": build["documents"], "chunks": build["chunks"],
                   "distinct documents available": distinct_docs, "build": build,
-                  "queries_per_measurement": len(sample), "machine": machine(), "embedder": settings.embedder,
+                  "queries_per_measurement": len(sample), "machine": machine(),
+                  "embedder": wb.embedder_name,  # a kept store built with another embedder is searched with that one
                   "results": results, "references": refs, "ratios": ratios, "fulltext_overlap": overlap,
                   "filtered_dense_crossover": crossover, "database": db_name if keep else None,
                   "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -342,6 +342,7 @@ def main() -> None:
     os.environ["PGAPPNAME"] = APP_NAME  # before any connection: the server started below inherits it
     settings = load_settings()  # what `rag serve` runs with, so both sides embed alike
     with open_workbench(settings) as wb:
+        embedder = wb.embedder_name  # a store built with another embedder than the default is searched with that one
         site, pool = prepare_site(wb, args.docs)
         chunks = wb.status(site_id=site)["chunks"]
         pg = postgres_backends(wb)
@@ -412,7 +413,7 @@ def main() -> None:
         "site": site, "chunks": chunks, "workers": args.workers, "clients": args.clients,
         "cache": f"on ({settings.search_cache_ttl_sec} s), {len(hot)} warmed queries repeated" if args.cache
         else "off, every query text distinct",
-        "rate_limit": "off", "embedder": settings.embedder, "db_pool_size": settings.db_pool_size,
+        "rate_limit": "off", "embedder": embedder, "db_pool_size": settings.db_pool_size,
         "in_process": local, "runs": runs, "median_of_runs": summary,
         "server_query_log": {"searches": logged["searches"], "cache_hits": logged["cache_hits"],
                              "cache_hit_share": hit_share, "p50_ms": logged["p50_ms"], "p95_ms": logged["p95_ms"],

@@ -43,9 +43,14 @@ class RagSettings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept open per process.")
 
     # --- embeddings ---
-    embedder: str = Field(default="use-multilingual", description="Embedding provider name.")
+    embedder: str = Field(
+        default="e5-small", description="Embedding provider name; unset, a store built with another one keeps it "
+                                        "(with a notice) until `rag reindex`.")
     embed_model: str = Field(default="", description="Model id or path for the huggingface/openai embedders.")
     embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    models_dir: Path | None = Field(
+        default=None, description="Where packaged embedders keep the files they convert once (the e5-small "
+                                  "ONNX encoder); unset means RAG_DATA_DIR/models.")
     embed_threads: int = Field(default=2, ge=1, le=64, description="CPU threads for the packaged embedders.")
     e5_runtime: Literal["onnx-int8", "onnx", "numpy"] = Field(
         default="onnx-int8", description="How the e5-small embedder runs its encoder (onnx-int8 is the fastest).")
@@ -143,7 +148,7 @@ class RagSettings(BaseSettings):
             return [d.strip().lower().rstrip(".") for d in value.split(",") if d.strip()]
         return value
 
-    @field_validator("eval_data", "chat_similarity_floor", mode="before")
+    @field_validator("eval_data", "chat_similarity_floor", "models_dir", mode="before")
     @classmethod
     def _empty_eval_data_is_unset(cls, value: object) -> object:
         # `RAG_EVAL_DATA=` copied from .env.example means "the default", not the working folder
@@ -160,6 +165,11 @@ class RagSettings(BaseSettings):
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.strip().lower()
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Converted model files: RAG_MODELS_DIR, else models inside RAG_DATA_DIR."""
+        return (self.models_dir or self.data_dir / "models").expanduser()
 
     @property
     def eval_data_dir(self) -> Path:

@@ -17,7 +17,7 @@ from rag_core.db.database import (
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
-from rag_core.ingest.types import TextRecord
+from rag_core.ingest.types import Progress, TextRecord
 from rag_core.ingest.loaders import SUPPORTED_TYPES, unsupported_reason
 from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
@@ -31,7 +31,9 @@ from rag_core.security.text import check_label
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
 from rag_core.search.types import ChunkHit
-from rag_core.providers.embeddings import build_embedder, embedder_identity, embedding_dimension
+from rag_core.providers.embeddings import (
+    build_embedder, embedder_identity, embedding_dimension, store_embedder_settings,
+)
 from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
 
@@ -59,13 +61,34 @@ CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains a
 MAX_SESSION_TITLE_CHARS = 200
 
 
+_NOTICES_LOGGED: set[str] = set()  # databases whose embedder notice this process has logged
+
+
+def _adoption_notice(stored: str, default: str) -> str:
+    return (f"This store was built with {stored}; the default embedder is now {default} (better search in "
+            f"every language). Run `rag reindex` to move this store over, or set RAG_EMBEDDER={stored} to keep "
+            "it and silence this.")
+
+
 class Workbench:
     """Ingestion, search, chat and evaluation over one PostgreSQL store."""
 
     def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool, *,
                  embedder: BaseEmbedding | None = None) -> None:
         """``embedder`` replaces the one the settings name (a model already loaded, a cached one);
-        it must produce the vectors of ``settings.embedder``, whose name the store records."""
+        it must produce the vectors of ``settings.embedder``, whose name the store records.
+
+        With RAG_EMBEDDER left to its default, a store built with another embedder opens with that
+        one (``embedder_notice`` says so and how to move the store over); a RAG_EMBEDDER set to
+        another one than the store's is refused at first use (EmbedderMismatch).
+        """
+        self.requested_settings = settings  # what the caller asked for: `reindex` moves the store to it
+        self.embedder_notice: str | None = None
+        info = None if "embedder" in settings.model_fields_set else store.read_store_info(db)
+        adopted = store_embedder_settings(settings, info[0]) if info else None
+        if adopted is not None:
+            self.embedder_notice = _adoption_notice(info[0], embedder_identity(settings))
+            settings, embedder = adopted, None  # a model passed in is the default's, not the store's
         self.settings = settings
         self.db = db
         self.database_url = database_url
@@ -78,9 +101,12 @@ class Workbench:
     # ----- models -----
     @property
     def embedder(self) -> BaseEmbedding:
-        """The configured embedder, loaded on first use."""
+        """The configured embedder, loaded on first use (which logs the embedder notice, once per process)."""
         with self._embedder_lock:
             if self._embedder is None:
+                if self.embedder_notice and self.database_url not in _NOTICES_LOGGED:
+                    _NOTICES_LOGGED.add(self.database_url)
+                    log.warning(self.embedder_notice)
                 self._embedder = build_embedder(self.settings)
             return self._embedder
 
@@ -635,7 +661,7 @@ class Workbench:
     def status(self, site_id: str | None = None) -> StoreStatusInfo:
         """Documents, chunks, sources, embedder, dimension and database size."""
         result = StoreStatusInfo(**store.store_status(self.db, site_id), configured_embedder=self.embedder_name,
-                                 embedder_mismatch=self.embedder_mismatch(),
+                                 embedder_mismatch=self.embedder_mismatch(), embedder_notice=self.embedder_notice,
                                  database="embedded" if self.embedded else describe_url(self.database_url))
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
@@ -648,15 +674,34 @@ class Workbench:
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
-        """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
-        dim = embedding_dimension(self.embedder)
-        store.begin_reindex(self.db, self.embedder_name, dim)
+        """Re-embed every chunk with the configured embedder (resumable: rerun to continue).
+
+        A store opened with its own embedder because RAG_EMBEDDER was left unset moves to the default.
+        """
+        if self.embedder_notice is not None:
+            self._use_settings(self.requested_settings)
         with notebook_progress(progress, "re-embedding", unit="chunk") as progress:
+            if progress:  # the total shows while the model loads
+                progress(Progress(0, store.chunks_to_reembed(self.db, self.embedder_name), 0,
+                                  current=f"loading {self.embedder_name}"))
+            dim = embedding_dimension(self.embedder)
+            store.begin_reindex(self.db, self.embedder_name, dim)
             done = store.reembed_missing(self.db, self.embedder, batch=batch, progress=progress)
         vector_index.ensure(self.db)
         self._store_checked = True
         self._after_write()
         return ReindexSummary(embedder=self.embedder_name, dimension=dim, chunks=done)
+
+    def _use_settings(self, settings: RagSettings) -> None:
+        """Switch this workbench to other settings' embedder (and everything built from it)."""
+        with self._embedder_lock:
+            self.settings = settings
+            self.embedder_name = embedder_identity(settings)
+            self._embedder = None
+            self.embedder_notice = None
+            self._store_checked = False
+            self.__dict__.pop("_search_engine", None)
+            self.__dict__.pop("_llm", None)
 
     def variant(self, **overrides: Any) -> "Workbench":
         """A workbench on the same store and loaded embedder with some settings changed (evaluation sweeps).

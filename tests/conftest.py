@@ -15,6 +15,17 @@ from rag_core.db.database import create_database_if_missing, drop_database, with
 from rag_core.settings import RagSettings
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder of converted models (the e5-small ONNX encoder) for every test and the commands they start.
+
+    Tests give themselves fresh data folders; a converted encoder under each would be built again per test.
+    The folder lives in pytest's cache, so later runs reuse it too; RAG_MODELS_DIR set outside wins.
+    """
+    cache = getattr(config, "cache", None)
+    folder = cache.mkdir("models") if cache is not None else Path(tempfile.gettempdir()) / "rag-test-models"
+    os.environ.setdefault("RAG_MODELS_DIR", str(folder))
+
+
 def make_server_dir() -> Path:
     """A fresh folder for an embedded server that its OS user can enter when the tests run as root.
 

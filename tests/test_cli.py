@@ -30,10 +30,10 @@ def test_ingest_status_delete_roundtrip(cli_env, site, tmp_path: Path) -> None:
     assert again["unchanged"] == 2 and again["indexed"] == 0
 
     status = json.loads(runner.invoke(app, ["status", "--site", site, "--json"]).stdout)
-    assert (status["documents"], status["chunks"], status["embedder"], status["dimension"]) == (2, 2, "use-multilingual", 512)
+    assert (status["documents"], status["chunks"], status["embedder"], status["dimension"]) == (2, 2, "e5-small", 384)
 
     text = runner.invoke(app, ["status", "--site", site])
-    assert "documents" in text.stdout and "use-multilingual" in text.stdout
+    assert "documents" in text.stdout and "e5-small (384 dimensions)" in text.stdout
 
     deleted = runner.invoke(app, ["delete", str(folder / "a.md"), "--site", site])
     assert deleted.exit_code == 0 and "1 chunks" in deleted.stdout

@@ -224,6 +224,8 @@ def build_server(wb: Workbench) -> RagMCPServer:
             lines.append("Types: " + ", ".join(f"{k} {v}" for k, v in info["by_type"].items()))
         if info["embedder_mismatch"]:
             lines.append(info["embedder_mismatch"])
+        if info["embedder_notice"]:
+            lines.append(info["embedder_notice"])
         if info["documents"] == 0:
             lines.append("Nothing is indexed yet: run /rag:index PATH (tool rag_index) first.")
         return _result("\n".join(lines), info)

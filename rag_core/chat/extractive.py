@@ -43,7 +43,8 @@ TOPIC_SHARE = 0.3
 OFF_TOPIC = 0.3
 # ...and so does one whose similarity to the folded question is below this share of the closest one's.
 STANDALONE_RATIO = 0.6
-# A sentence this close in meaning to the question (cosine) answers it without sharing its words.
+# A sentence this close in meaning to the question (cosine, read on the embedder's calibrated scale) answers it
+# without sharing its words; `answers_question` takes the embedder's own (CosineScale.answers_dense).
 ANSWERS_DENSE = 0.45
 
 
@@ -208,7 +209,8 @@ def _off_topic(sentences: Sequence[Sentence], section_terms: Sequence[set[str]],
 
 def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, context_query: str = "",
                     embed: Callable[[list[str]], np.ndarray] | None = None,
-                    embed_query: Callable[[str], np.ndarray] | None = None) -> list[Sentence]:
+                    embed_query: Callable[[str], np.ndarray] | None = None,
+                    relevance: Callable[[float], float] | None = None) -> list[Sentence]:
     """Every sentence of the passages with its score against the question, best first.
 
     Args:
@@ -220,6 +222,9 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
             query, whichever is higher.
         embed, embed_query: unit vectors for sentences and for the question; without them the score
             is lexical only.
+        relevance: reads a cosine on the embedder's calibrated scale (rag_core/providers/calibration.py),
+            so the thresholds here, measured where a cosine spreads over 0..1, hold for an embedder whose
+            cosines sit in a narrow high band; without it a cosine counts as it is.
     """
     sentences: list[Sentence] = []
     section_terms: list[set[str]] = []
@@ -261,7 +266,7 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
                 continue
             q = np.asarray(embed_query(query), dtype=np.float32)
             q /= np.linalg.norm(q) or 1.0
-            sims = [float(max(0.0, d)) for d in m @ q]
+            sims = [float(relevance(float(d)) if relevance else max(0.0, d)) for d in m @ q]
             if i == 0:
                 own_dense = sims
             else:

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_K = 50
-# How much closer (cosine) the message's own best passage must be to it than the folded search's best
-# passage, with more of its words too, for the message to be taken as a new topic (multi-turn set).
-FOLLOW_UP_MARGIN = 0.1
+# How much closer (cosine, read on the embedder's calibrated scale) the message's own best passage must be to
+# it than the folded search's best passage, with more of its words too, for the message to be taken as a new
+# topic: None takes the embedder's measured margin (CosineScale.follow_up_margin; eval/bench_multiturn.py).
+FOLLOW_UP_MARGIN: float | None = None
 LANGUAGES = ("en", "ru", "ja")
 # How many times deeper the search goes when the same passages fill its top k from several sites.
 REPEAT_DEPTH = 4
@@ -199,7 +200,7 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     (condensed by the model, or joined to the previous question without one). The message alone
     wins when its own best passage is closer to it than the folded search's best passage both in
     words (more of the message's terms) and in meaning (cosine higher by more than
-    `FOLLOW_UP_MARGIN`): a new topic has such a passage, and the previous question must not
+    the embedder's `CosineScale.follow_up_margin`): a new topic has such a passage, and the previous question must not
     outrank it. A follow-up ("and from the command line?", "А высота?") has none, so the
     conversation's topic is kept, and the passages the last answer cited stay candidates
     (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
@@ -220,7 +221,10 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     own, other = alone[0], contextual[0]
     coverage = term_coverage(wb.db, message, [own, other])
     closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
-    closer_in_meaning = own.similarity - message_similarity(wb, message, [other], alone)[0] > FOLLOW_UP_MARGIN
+    scale = cosine_scale(wb.embedder_name)
+    read = (lambda cosine: cosine) if scale.is_identity else scale.relevance
+    margin = scale.follow_up_margin if FOLLOW_UP_MARGIN is None else FOLLOW_UP_MARGIN
+    closer_in_meaning = read(own.similarity) - read(message_similarity(wb, message, [other], alone)[0]) > margin
     if closer_in_words and closer_in_meaning:
         return message, alone
     return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)

@@ -128,6 +128,8 @@ def status(
     out.print(table)
     if info["embedder_mismatch"]:
         console.print(f"[red]{info['embedder_mismatch']}[/red]")
+    if info["embedder_notice"]:
+        console.print(f"[yellow]{info['embedder_notice']}[/yellow]")
     if info["documents"] == 0:
         console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
 

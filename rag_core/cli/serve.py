@@ -32,8 +32,11 @@ def serve(
     settings = load_settings()
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     check_bind(host, keys)
+    # RAG_EMBEDDER unset: a store built with another embedder keeps its own (the workbench logs which)
+    embedder = settings.embedder if "embedder" in settings.model_fields_set else \
+        f"{settings.embedder} (default) or the store's own"
     console.print(f"REST service on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s); "
-                  f"embedder {settings.embedder}; rate limit {settings.rate_limit or 'off'} per key, "
+                  f"embedder {embedder}; rate limit {settings.rate_limit or 'off'} per key, "
                   f"{'shared through Redis' if settings.redis_url else 'kept in the process'}.", soft_wrap=True)
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -53,11 +53,15 @@ def build_records(queries_per_set: int = 100) -> tuple[list[dict], list[dict]]:
     return records, queries
 
 
-def vectors_from_store(wb: Workbench) -> dict[str, np.ndarray]:
-    """Chunk vectors of the eval:* sites already in a store (same chunking, same embedder), keyed by text."""
+def vectors_from_store(wb: Workbench, embedder: str | None = None) -> dict[str, np.ndarray]:
+    """Chunk vectors of the eval:* sites already in a store (same chunking, same embedder), keyed by text;
+    none when the store holds another embedder's vectors than `embedder` (a store built before e5-small
+    became the default opens with use-multilingual)."""
     from rag_core.textproc import embedding_input
 
     found: dict[str, np.ndarray] = {}
+    if embedder is not None and wb.embedder_name != embedder:
+        return found
     with wb.db.connection() as conn:
         rows = conn.execute(
             "SELECT d.title, c.text, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id"

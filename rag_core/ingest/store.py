@@ -259,6 +259,7 @@ class StoreStatusInfo(StoreCounts):
 
     configured_embedder: str
     embedder_mismatch: str | None
+    embedder_notice: str | None  # the store opened with its own embedder instead of the default; how to move it
     database: str  # "embedded", or the server's URL without its password
     data_dir: NotRequired[str]  # the embedded server's folder
 
@@ -354,12 +355,23 @@ def begin_reindex(db: Database, embedder: str, dim: int) -> None:
         )
 
 
+def chunks_to_reembed(db: Database, embedder: str) -> int:
+    """The chunks a reindex to `embedder` embeds: all of them when the store holds another one's vectors."""
+    info = read_store_info(db)
+    missing = "" if info is None or info[0] != embedder else " WHERE embedding IS NULL"
+    with db.connection() as conn:
+        return conn.execute(f"SELECT count(*) FROM chunks{missing}").fetchone()[0]
+
+
 def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any = None) -> int:
     """Embed every chunk whose vector is NULL, one committed batch at a time."""
+    from rag_core.ingest.types import Progress
     from rag_core.textproc import embedding_input
 
     with db.connection() as conn:
         total = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
+    if progress:
+        progress(Progress(0, total, 0))
     done = 0
     while True:
         with db.connection() as conn:
@@ -375,8 +387,6 @@ def reembed_missing(db: Database, embedder: Any, batch: int = 512, progress: Any
                                 [(np.asarray(v, dtype=np.float32), r[0]) for v, r in zip(vectors, rows)])
         done += len(rows)
         if progress:
-            from rag_core.ingest.types import Progress
-
             progress(Progress(done, total, done))
 
 

@@ -25,6 +25,13 @@ class CosineScale:
     half: float = 0.5
     full: float = 1.0
     chat_floor: float = 0.3
+    # chat: how much closer, read on this scale, a message's own best passage must be to it than the search
+    # folded with the conversation finds, for the message to be taken as a new topic (rag_core.chat.turn)
+    follow_up_margin: float = 0.1
+    # chat: the offline answerer's best sentence this close to the question, read on this scale, answers it
+    # without sharing its words (rag_core.chat.extractive.answers_question; else it says the documents do
+    # not seem to answer)
+    answers_dense: float = 0.45
 
     @property
     def is_identity(self) -> bool:
@@ -49,7 +56,15 @@ SCALES: dict[str, CosineScale] = {
     # relevant passages 0.88-0.91 (median; 5th percentile 0.84-0.86), and 0.87-0.89 best separates
     # relevant passages from the non-relevant ones retrieved beside them. The chat floor 0.82 keeps
     # 95% or more of the relevant passages and no best passage of an unrelated collection.
-    "e5-small": CosineScale(zero=0.79, half=0.87, full=0.93, chat_floor=0.82),
+    # Its follow-up margin, swept with eval/bench_multiturn.py --margins (109 turns): 0.2-0.4 put the right
+    # source first on every turn (0.1: 99.1%, 0.5: 99.1%); use-multilingual's best is 0.1 (0.2: 96.3% first).
+    # Its answering closeness: the best sentence of a standalone question of that set in its own document
+    # reads 0.81 (median; 0.44 at the 5th percentile), in the sample corpus, which answers none of them,
+    # 0 (0.26 at the 95th percentile). 0.25 keeps 98.6% of the answers and lets 5.6% of the others through
+    # (0.45: 94.4% and none); a question in Russian over English documents reads lower (0.30 for "how do I
+    # delete a document" against its sentence), and it must still be answered.
+    "e5-small": CosineScale(zero=0.79, half=0.87, full=0.93, chat_floor=0.82, follow_up_margin=0.3,
+                            answers_dense=0.25),
 }
 
 IDENTITY = CosineScale()

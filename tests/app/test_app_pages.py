@@ -315,3 +315,19 @@ def test_switching_site_starts_a_new_conversation_instead_of_writing_into_the_ot
             conn.execute("DELETE FROM documents WHERE site_id = %s", (other,))
             conn.execute("DELETE FROM chat_sessions WHERE site_id = %s", (other,))
         app_wb._after_write()
+
+
+def test_a_store_of_the_former_default_embedder_says_how_to_move_it_and_still_searches(empty_db_url) -> None:
+    """A store built with use-multilingual before e5-small became the default, opened with RAG_EMBEDDER unset."""
+    from rag_core import open_workbench
+    from rag_core.settings import load_settings
+
+    with open_workbench(load_settings(embedder="use-multilingual")) as old:
+        old.ingest_text("notes/fire.md", "Every floor needs two evacuation exits and a smoke detector.")
+    app_ui.workbench.clear()  # the app opens the store afresh, with the default settings
+    at = open_app()
+    assert any("built with use-multilingual" in w.value and "rag reindex" in w.value for w in at.sidebar.warning)
+    at.switch_page("app_pages/ingestion.py").run()
+    assert_clean(at)
+    assert any("default embedder is now e5-small" in w.value for w in at.warning)
+    assert app_ui.workbench().search("evacuation exits")["results"][0]["file_path"] == "notes/fire.md"

@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 import uuid
 
+import pytest
+
+from rag_core.providers.calibration import cosine_scale
+
 
 CITATION_KEYS = {"n", "text", "documentPath", "documentTitle", "chunkId", "documentId", "similarity", "page",
                  "startChar", "endChar"}
@@ -36,7 +40,10 @@ def test_answer_lists_sources_and_stores_citations(wb, docs_site, session_id) ->
     citations = rows[1][2]
     assert len(citations) == len(turn.sources)
     first = citations[0]
-    assert set(first) == CITATION_KEYS
+    # an embedder with a calibrated cosine scale (the default e5-small) also stores the percentage shown
+    scale = cosine_scale(wb.embedder_name)
+    assert set(first) == CITATION_KEYS | (set() if scale.is_identity else {"relevance"})
+    assert first.get("relevance", first["similarity"]) == pytest.approx(scale.relevance(first["similarity"]), abs=1e-3)
     assert first["documentPath"] == "docs/search.md" and first["documentTitle"] == "Hybrid search"
     assert first["chunkId"] == str(turn.sources[0].chunk_id)
     assert 0 < first["similarity"] <= 1 and first["page"] is None

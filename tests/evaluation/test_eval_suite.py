@@ -36,7 +36,7 @@ def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_sci
 def test_two_embedders_are_measured_on_the_same_sample_each_in_a_store_of_its_own(wb, tiny_scifact, tmp_path,
                                                                                  monkeypatch):
     monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
-    other = embedder_database_url(wb.database_url, "e5-small")
+    other = embedder_database_url(wb.database_url, "use-multilingual")  # the default e5-small is the session's
     try:
         run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None,
                                   embedders=["use-multilingual", "e5-small"])
@@ -45,20 +45,21 @@ def test_two_embedders_are_measured_on_the_same_sample_each_in_a_store_of_its_ow
             (e, m) for e in ("use-multilingual", "e5-small") for m in ("semantic", "fulltext", "hybrid")]
         assert (table["queries"] == 3).all() and (table["docs"] == len(tiny_scifact.corpus)).all()
         # the configured embedder's files stay where the Analytics page reads them; the other's go beside them
-        assert json.loads((tmp_path / "retrieval_scifact_hybrid.json").read_text())["embedder"] == "use-multilingual"
-        assert json.loads((tmp_path / "e5-small" / "retrieval_scifact_hybrid.json").read_text())["embedder"] == "e5-small"
+        assert json.loads((tmp_path / "retrieval_scifact_hybrid.json").read_text())["embedder"] == "e5-small"
+        assert json.loads((tmp_path / "use-multilingual" / "retrieval_scifact_hybrid.json").read_text())["embedder"] \
+            == "use-multilingual"
         wide = run.side_by_side()
         assert list(wide.columns) == [(m, e) for m in ("hit@5", "ndcg@10") for e in ("use-multilingual", "e5-small")]
         assert wide.loc[(tiny_scifact.name, "hybrid"), ("hit@5", "e5-small")] == next(
             r.hit for r in run.results if r.embedder == "e5-small" and r.mode == "hybrid")
-        assert len(run.failures(tiny_scifact.name, "semantic", embedder="e5-small").columns) == 4
+        assert len(run.failures(tiny_scifact.name, "semantic", embedder="use-multilingual").columns) == 4
         # the configured store was left alone: it holds one vector space
         assert wb.embedder_mismatch() is None
-        with embedder_workbench(wb, "e5-small") as e5:
-            assert e5.database_url == other and e5.embedder_name == "e5-small"
-            assert replace(e5.search_engine.fusion, cosine_floor=None) == fusion_for("e5-small")
-            assert e5.status(site_id="eval:" + tiny_scifact.name)["documents"] == len(tiny_scifact.corpus)
-        with embedder_workbench(wb, "use-multilingual") as same:
+        with embedder_workbench(wb, "use-multilingual") as use:
+            assert use.database_url == other and use.embedder_name == "use-multilingual"
+            assert replace(use.search_engine.fusion, cosine_floor=None) == fusion_for("use-multilingual")
+            assert use.status(site_id="eval:" + tiny_scifact.name)["documents"] == len(tiny_scifact.corpus)
+        with embedder_workbench(wb, "e5-small") as same:
             assert same is wb
     finally:
         drop_database(other)

@@ -34,7 +34,7 @@ def test_smaller_chunks_are_stored_in_their_own_site_and_make_more_chunks(wb, ti
 
 def test_fusion_sweep_leaves_the_workbench_search_untouched(wb, tiny_scifact):
     before = wb.search_engine.fusion
-    grid = [DEFAULT_FUSION, fusion_grid()[-1]]
+    grid = [fusion_for(wb.embedder_name), fusion_grid()[-1]]  # the workbench embedder's measured fusion is marked
     table = fusion_sweep(wb, tiny_scifact, grid, log=None)
     assert list(table["fusion"][:2]) == ["fulltext only", "semantic only"]
     assert table["default"].sum() == 1
@@ -43,15 +43,17 @@ def test_fusion_sweep_leaves_the_workbench_search_untouched(wb, tiny_scifact):
 
 def test_a_sweep_with_another_embedder_marks_that_embedders_measured_fusion_and_scores_it_as_search_does(
         wb, tiny_scifact):
+    other = "use-multilingual"  # not the default embedder the session's workbench uses
+    assert wb.embedder_name != other
     try:
-        with embedder_workbench(wb, "e5-small") as e5:
-            table = fusion_sweep(e5, tiny_scifact, log=None)
-            plain = evaluate_dataset(e5, tiny_scifact, mode="hybrid")
+        with embedder_workbench(wb, other) as use:
+            table = fusion_sweep(use, tiny_scifact, log=None)
+            plain = evaluate_dataset(use, tiny_scifact, mode="hybrid")
     finally:
-        drop_database(embedder_database_url(wb.database_url, "e5-small"))
-    assert (table["embedder"] == "e5-small").all()
+        drop_database(embedder_database_url(wb.database_url, other))
+    assert (table["embedder"] == other).all()
     measured = table.loc[table["default"]]
-    assert list(measured["fusion"]) == [describe_fusion(fusion_for("e5-small"))]
+    assert list(measured["fusion"]) == [describe_fusion(fusion_for(other))]
     # the measured row keeps the embedder's relevance floor: it is what Workbench.search returns
     assert measured.iloc[0]["ndcg@10"] == plain.ndcg10 and measured.iloc[0]["hit@5"] == plain.hit
 

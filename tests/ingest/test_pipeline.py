@@ -197,13 +197,13 @@ def test_status_counts_one_site(wb, site) -> None:
     wb.ingest_text("api/n", "Note text.", site_id=site)
     info = wb.status(site_id=site)
     assert (info["documents"], info["chunks"], info["sources"], info["web_sources"]) == (2, 2, 2, 1)
-    assert info["embedder"] == "use-multilingual" and info["dimension"] == 512
+    assert info["embedder"] == "e5-small" and info["dimension"] == 384
     assert info["database_bytes"] > 0 and info["vector_index"] is True
 
 
 @pytest.mark.parametrize("other", ["minilm", "e5-small"])
 def test_embedder_mismatch_then_reindex(other, make_settings, pg_server_url) -> None:
-    """A store built with one embedder refuses another until `reindex` moves it over."""
+    """A store built with one embedder refuses another set explicitly until `reindex` moves it over."""
     import uuid
 
     from rag_core import open_workbench
@@ -212,7 +212,7 @@ def test_embedder_mismatch_then_reindex(other, make_settings, pg_server_url) -> 
     url = with_database(pg_server_url, f"rag_reindex_{uuid.uuid4().hex[:8]}")
     create_database_if_missing(url)
     try:
-        with open_workbench(make_settings(database_url=url)) as first:
+        with open_workbench(make_settings(database_url=url, embedder="use-multilingual")) as first:
             first.ingest_text("api/doc", "Hybrid search fuses dense and full-text ranks.", site_id="s")
         with open_workbench(make_settings(database_url=url, embedder=other)) as second:
             with pytest.raises(EmbedderMismatch) as err:

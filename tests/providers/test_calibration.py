@@ -30,7 +30,8 @@ def test_use_multilingual_reads_as_before_and_e5_small_spreads_its_narrow_band()
 
 
 def test_the_chat_floor_follows_the_embedder_unless_set() -> None:
-    assert chat_floor(_settings()) == 0.3
+    assert chat_floor(_settings()) == cosine_scale("e5-small").chat_floor  # the default embedder's
+    assert chat_floor(_settings(embedder="use-multilingual")) == 0.3
     assert chat_floor(_settings(embedder="e5-small")) == cosine_scale("e5-small").chat_floor
     assert chat_floor(_settings(embedder="e5-small", chat_similarity_floor=0.5)) == 0.5
 

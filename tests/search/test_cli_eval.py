@@ -29,7 +29,8 @@ def cli_env(cli_env, monkeypatch: pytest.MonkeyPatch, pg_url: str, wb) -> None:
 
 
 def test_search_json(cli_env, corpus_site) -> None:
-    result = runner.invoke(app, ["search", "fire alarm", "--site", corpus_site, "-f", "json", "-l", "2", "-k", "1"])
+    result = runner.invoke(app, ["search", "fire safety of buildings", "--site", corpus_site, "-f", "json", "-l", "2",
+                                 "-k", "1"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["success"] and data["results"][0]["file_path"] == "en/fire.md"
@@ -100,7 +101,7 @@ def test_eval_runner_json_and_reuse(cli_env, wb, tmp_path: Path, monkeypatch: py
         assert {"precision@5", "hit@5", "recall@5", "mrr@10", "ndcg@10", "latency_ms", "queries", "mode",
                 "embedder"} <= set(data)
         assert set(data["latency_ms"]) >= {"p50", "p95"} and data["latency_ms"]["p95"] >= data["latency_ms"]["p50"] > 0
-        assert data["queries"] == 3 and data["mode"] == "hybrid" and data["embedder"] == "use-multilingual"
+        assert data["queries"] == 3 and data["mode"] == "hybrid" and data["embedder"] == "e5-small"
         assert data["hit@5"] == 1.0 and data["mrr@10"] == 1.0 and data["precision@5"] == pytest.approx(0.2)
         assert data["ingest"]["indexed"] == 4
         assert json.loads((tmp_path / "r.json").read_text())["ndcg@10"] == data["ndcg@10"]

@@ -6,8 +6,6 @@ import re
 
 import pytest
 
-from rag_core.search.hybrid import DEFAULT_FUSION
-
 
 def paths(response: dict) -> list[str]:
     return [r["file_path"] for r in response["results"]]
@@ -77,9 +75,12 @@ def test_hybrid_keeps_dense_rank_fulltext_rank_and_fused_score(wb, corpus_site) 
     assert top["dense_rank"] is not None and top["fulltext_rank"] == 1
     chunk = top["context_chunks"][0]
     best_bm25 = max(c["fulltext_score"] or 0 for r in response["results"] for c in r["context_chunks"])
-    f = DEFAULT_FUSION
+    f = wb.search_engine.fusion  # the configured embedder's measured fusion
     if f.method == "convex":  # alpha * bm25 / max(bm25) + (1 - alpha) * cosine
         expected = f.alpha * chunk["fulltext_score"] / best_bm25 + (1 - f.alpha) * chunk["similarity"]
+    elif f.method == "minmax":  # the cosine reads from the query's 100th best (0) to its best (1)
+        assert top["dense_rank"] == 1
+        expected = f.alpha * chunk["fulltext_score"] / best_bm25 + (1 - f.alpha)
     else:
         expected = f.w_fulltext / (f.k + top["fulltext_rank"]) + f.w_dense / (f.k + top["dense_rank"])
     assert top["score"] == pytest.approx(expected, abs=1e-3)

@@ -38,8 +38,8 @@ def test_missing_model_is_a_config_error_naming_the_fix(make_settings, tmp_path)
 def test_rerank_stage_reorders_documents(wb, corpus_site, make_settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(rerankers.RERANKERS, "by-length", lambda settings, model: ByLength())
     engine = SearchEngine(wb.db, make_settings(reranker="by-length"), lambda: wb.embedder, lambda: None)
-    plain = wb.search_engine.search("fire alarm", site_id=corpus_site, limit=5, use_cache=False)
-    reranked = engine.search("fire alarm", site_id=corpus_site, limit=5, use_cache=False)
+    plain = wb.search_engine.search("fire safety of buildings", site_id=corpus_site, limit=5, use_cache=False)
+    reranked = engine.search("fire safety of buildings", site_id=corpus_site, limit=5, use_cache=False)
     lengths = [len(r["context_chunks"][0]["text"]) for r in reranked["results"]]
     assert lengths == sorted(lengths) and "rerank_score" in reranked["results"][0]
     assert reranked["total_results"] == plain["total_results"]
