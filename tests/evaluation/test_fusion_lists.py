@@ -81,4 +81,8 @@ def test_documents_scored_by_their_best_share_of_each_side_rank_as_the_statement
         mine = np.flatnonzero(keep & (rows["q"] == q))
         mine = mine[np.lexsort((rows["chunk"][mine], -(sf + sd)[mine]))][:5]
         assert [h.chunk_id for h in hits] == rows["chunk"][mine].tolist()
-        assert [h.score for h in hits] == pytest.approx((sf + sd)[mine].tolist(), abs=1e-6)  # float32 vectors in the sweep
+        # The sweep's cosines are float32 dot products, PostgreSQL's are pgvector's: about 1e-6 apart. The
+        # min-max reading multiplies that by (1 - alpha) / (cos_1 - cos_100), which e5-small's narrow band of
+        # cosines makes large (a spread of 0.03 gives 12x).
+        slope = (1 - E5.alpha) / np.maximum(rows["cos_hi"][mine] - rows["cos_lo"][mine], 1e-9)
+        assert np.allclose([h.score for h in hits], (sf + sd)[mine], rtol=0, atol=1e-6 + 2e-6 * float(slope.max(initial=0)))
