@@ -44,3 +44,31 @@ def test_rerank_stage_reorders_documents(wb, corpus_site, make_settings, monkeyp
     assert lengths == sorted(lengths) and "rerank_score" in reranked["results"][0]
     assert reranked["total_results"] == plain["total_results"]
     assert [r["file_path"] for r in reranked["results"]] != [r["file_path"] for r in plain["results"]]
+
+
+class LoadsOnce(ByLength):
+    """A reranker whose model loads on first use, as a CrossEncoder does; it counts its loads and when they come."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def load(self) -> "LoadsOnce":
+        if "load" not in self.events:
+            self.events.append("load")
+        return self
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.load()
+        self.events.append("score")
+        return super().score(query, passages)
+
+
+def test_the_reranker_model_is_loaded_with_the_embedder_before_the_first_search(
+        wb, corpus_site, make_settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    reranker = LoadsOnce()
+    monkeypatch.setitem(rerankers.RERANKERS, "loads-once", lambda settings, model: reranker)
+    engine = SearchEngine(wb.db, make_settings(reranker="loads-once"), lambda: wb.embedder, lambda: None)
+    engine.load_model()  # what a service does before it serves, and a first search before its clock starts
+    assert reranker.events == ["load"]
+    engine.search("fire safety of buildings", site_id=corpus_site, limit=5, use_cache=False)
+    assert reranker.events == ["load", "score"]
