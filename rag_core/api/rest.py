@@ -320,7 +320,8 @@ def _warm_up(workbench: Workbench) -> None:
     try:
         seconds = workbench.search_engine.load_model()  # the searches' clocks then never include it
     except Exception as exc:  # noqa: BLE001 - a remote embedder that is down must not stop the start
-        log.warning("Could not warm up the embedder (%s); the first searches will load it.", type(exc).__name__)
+        log.warning("Could not load the embedding or reranker model before serving (%s: %s); the first searches "
+                    "will try again.", type(exc).__name__, getattr(exc, "message", None) or exc)
         return
     log.info("Embedder %s loaded in %.1f s.", workbench.embedder_name, seconds)
 

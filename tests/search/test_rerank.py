@@ -72,3 +72,16 @@ def test_the_reranker_model_is_loaded_with_the_embedder_before_the_first_search(
     assert reranker.events == ["load"]
     engine.search("fire safety of buildings", site_id=corpus_site, limit=5, use_cache=False)
     assert reranker.events == ["load", "score"]
+
+
+def test_a_service_whose_reranker_cannot_load_starts_and_says_why(make_settings, tmp_path, caplog) -> None:
+    import logging
+
+    from rag_core import open_workbench
+    from rag_core.api.rest import _warm_up
+
+    with open_workbench(make_settings(reranker=str(tmp_path / "no-model-here"))) as wb:
+        with caplog.at_level(logging.WARNING, logger="rag_core.api.rest"):
+            _warm_up(wb)  # logs instead of raising: the service still starts
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "reranker" in warning and "RAG_RERANKER" in warning, warning
