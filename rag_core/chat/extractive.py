@@ -14,6 +14,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from rag_core.providers.calibration import IDENTITY
+
 _CJK_CLASS = r"\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _TERM = re.compile(rf"[{_CJK_CLASS}]+|[^\W\d_]+|\d+", re.UNICODE)
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]")
@@ -45,7 +47,7 @@ OFF_TOPIC = 0.3
 STANDALONE_RATIO = 0.6
 # A sentence this close in meaning to the question (cosine, read on the embedder's calibrated scale) answers it
 # without sharing its words; `answers_question` takes the embedder's own (CosineScale.answers_dense).
-ANSWERS_DENSE = 0.45
+ANSWERS_DENSE = IDENTITY.answers_dense  # 0.45, where a cosine is read as it is
 
 
 @dataclass

@@ -18,6 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from rag_core.errors import ConfigError
+from rag_core.providers.embeddings import embedding_dimension
 
 REPEAT_MARKER = re.compile(r" \[v(\d+)\]")
 
@@ -38,7 +39,7 @@ class CachedEmbedder(BaseEmbedding):
     def __init__(self, inner: BaseEmbedding, vectors: dict[str, np.ndarray], **kw: Any) -> None:
         super().__init__(model_name="bench-cache", **kw)
         if vectors:  # a cache is keyed by text alone: another embedder's vectors would be stored as this one's
-            cached, own = len(next(iter(vectors.values()))), len(inner.get_text_embedding("dimension probe"))
+            cached, own = len(next(iter(vectors.values()))), embedding_dimension(inner)
             if cached != own:
                 raise ConfigError(f"The vector cache holds {cached}-dimension vectors but the embedder gives {own}: it "
                                   "was written by another embedder. Keep one cache file per embedder "

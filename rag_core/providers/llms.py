@@ -16,7 +16,7 @@ import numpy as np
 
 from rag_core.chat.prompts import AnswerRequest, CondenseRequest, labels
 from rag_core.errors import ConfigError, LLMError
-from rag_core.providers.calibration import CosineScale, cosine_scale
+from rag_core.providers.calibration import IDENTITY, CosineScale, cosine_scale
 from rag_core.settings import RagSettings
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,9 @@ class ExtractiveLLM(LLM):
     generative = False
 
     def __init__(self, embedder: EmbedderFactory | None = None, max_sentences: int = 3,
-                 scale: CosineScale | None = None) -> None:
-        """``scale`` reads the embedder's cosines (rag_core/providers/calibration.py); None reads them as they are."""
+                 scale: CosineScale = IDENTITY) -> None:
+        """``scale`` reads the embedder's cosines and holds its answering closeness (rag_core/providers/calibration.py);
+        the identity scale reads them as they are."""
         self._embedder = embedder
         self.max_sentences = max_sentences
         self.scale = scale
@@ -85,9 +86,7 @@ class ExtractiveLLM(LLM):
         return f"{previous} {question}".strip() if previous else question
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
-        from rag_core.chat.extractive import (
-            ANSWERS_DENSE, answers_question, compose, pick_sentences, score_sentences,
-        )
+        from rag_core.chat.extractive import answers_question, compose, pick_sentences, score_sentences
 
         words = labels(request.language)
         if not request.passages:
@@ -102,10 +101,10 @@ class ExtractiveLLM(LLM):
             embed_query = lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32)  # noqa: E731
         context_query = request.retrieval_query if request.retrieval_query != request.question else ""
         titles = {p.n: p.title for p in request.passages}
-        answers_dense = self.scale.answers_dense if self.scale else ANSWERS_DENSE
+        answers_dense = self.scale.answers_dense
         scored = score_sentences(request.question, [(p.n, p.text) for p in request.passages],
                                  context_query=context_query, embed=embed, embed_query=embed_query,
-                                 relevance=self.scale.relevance if self.scale else None)
+                                 relevance=None if self.scale.is_identity else self.scale.relevance)
         if not scored:
             text = words["no_answer"]
         elif answers_question(scored[0], min_dense=answers_dense):
@@ -262,8 +261,8 @@ def _error_detail(exc: Any) -> str:
 
 
 def _extractive(s: RagSettings, embedder: EmbedderFactory | None) -> LLM:
-    scale = cosine_scale(s.embedder)  # the embedder in use: a store's own when RAG_EMBEDDER is left unset
-    return ExtractiveLLM(embedder, scale=None if scale.is_identity else scale)
+    # the embedder in use: a store's own when RAG_EMBEDDER is left unset
+    return ExtractiveLLM(embedder, scale=cosine_scale(s.embedder))
 
 
 def _openai(s: RagSettings, embedder: EmbedderFactory | None) -> LLM:
