@@ -22,8 +22,9 @@ search knows anyway (SIGNALS: BM25's and the dense side's gaps, their agreement,
 score, query lexemes and how many of them each side's best chunk holds). Each set gets a table of every
 query's hit@5 and nDCG@10 at each alpha (today's min-max, best-of-each); a rule is scored by lookup. Every
 rule with fitted parameters is fitted on some queries and scored on others, twice over: leave one set out
-(fit on two sets, score the third) and 2-fold inside each set (`validate`); it counts only if it beats both
-today's setting and a fixed alpha fitted on the same queries in every split. The same validation covers
+(fit on two sets, score the third) and 2-fold inside each set over `--seeds` pairs of random halves
+(`validate`); it counts only if it beats both today's setting and a fixed alpha fitted on the same queries in
+every split. The same validation covers
 document scores made from all of a document's chunks (sum, softmax; `document_scores`) and BM25 k1/b, whose
 lists `bm25` re-ranks in the store (full text only; dense lists stay cached). `lexemes` adds the signals
 the lists lack (it searches the store once per query and side).
@@ -445,9 +446,10 @@ def _split(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
 
 
-def validate(pick, grid: list, tables: dict[str, Table], metric: str, alphas: dict[str, Table], today: int) -> dict:
+def validate(pick, grid: list, tables: dict[str, Table], metric: str, alphas: dict[str, Table], today: int,
+             seeds: int = 1) -> dict:
     """Fit a rule's parameters on some queries, score it on others: leave one set out (fit on the other two
-    sets, their means weighted equally) and 2-fold inside each set (a fixed random half). `pick(set, params)`
+    sets, their means weighted equally) and 2-fold inside each set (random halves, one pair per seed). `pick`
     gives each query's column in the set's table (`pick(set, params, train)`: a rule may also fit on the
     training queries, [(set, query indices)]). Each held-out figure is set against today's setting
     (column `today` of `alphas`, the per-query alpha tables: `gain`) and against the one fixed alpha fitted on
@@ -475,13 +477,15 @@ def validate(pick, grid: list, tables: dict[str, Table], metric: str, alphas: di
     loso = [{"held_out": held, **held_out([(n, everyone[n]) for n in tables if n != held], held, everyone[held])}
             for held in tables]
     folds = []
-    for name in tables:
-        halves = _split(len(everyone[name]))
-        for k, (train, test) in enumerate((halves, halves[::-1])):
-            folds.append({"set": name, "fold": k, **held_out([(name, train)], name, test)})
+    for seed in range(seeds):
+        for name in tables:
+            halves = _split(len(everyone[name]), seed)
+            for k, (train, test) in enumerate((halves, halves[::-1])):
+                folds.append({"set": name, "seed": seed, "fold": k, **held_out([(name, train)], name, test)})
     rows = loso + folds
     return {"loso": loso, "folds": folds, "min_gain": min(x["gain"] for x in rows),
             "min_gain_vs_fixed": min(x["gain_vs_fixed"] for x in rows),
+            "in_set_wins": sum(min(x["gain"], x["gain_vs_fixed"]) > 0 for x in folds), "in_set_splits": len(folds),
             "generalises": min(min(x["gain"], x["gain_vs_fixed"]) for x in rows) > 0}
 
 
@@ -495,7 +499,7 @@ def _regression(signals: dict[str, dict[str, np.ndarray]], tables: dict[str, Tab
         return np.column_stack([np.ones(len(signals[n][names[0]]))] + [signals[n][s] - 0.5 for s in names])
 
     def pick(n: str, penalty: float, train: list[tuple[str, np.ndarray]]) -> np.ndarray:
-        key = (penalty, tuple((m, len(idx), int(idx.sum())) for m, idx in train))
+        key = (penalty, tuple((m, idx.tobytes()) for m, idx in train))
         if key not in fitted:
             xs, ys, ws = [], [], []
             for m, idx in train:
@@ -525,7 +529,9 @@ def _add_margins(result: dict, parts: dict, metric: str, variant=None) -> dict:
 def _gains(result: dict) -> str:
     """One line of held-out gains: against today's setting, and (in brackets) against a fitted fixed alpha."""
     return ("held out, LOSO " + " ".join(f"{x['held_out'][:7]} {x['gain']:+.4f} ({x['gain_vs_fixed']:+.4f})" for x in result["loso"])
-            + " | 2-fold " + " ".join(f"{x['set'][:3]} {x['gain']:+.4f} ({x['gain_vs_fixed']:+.4f})" for x in result["folds"]))
+            + " | 2-fold, first seed " + " ".join(f"{x['set'][:3]} {x['gain']:+.4f} ({x['gain_vs_fixed']:+.4f})"
+                                                  for x in result["folds"] if x["seed"] == 0)
+            + f" | in-set splits won {result['in_set_wins']}/{result['in_set_splits']}")
 
 
 def _alpha_column(alpha: np.ndarray) -> np.ndarray:
@@ -533,7 +539,7 @@ def _alpha_column(alpha: np.ndarray) -> np.ndarray:
     return np.rint(np.clip(alpha, 0.0, 1.0) / step).astype(int)
 
 
-def adaptive(sets: list[str], cache_dir: Path, floor: float | None, out: Path | None) -> int:
+def adaptive(sets: list[str], cache_dir: Path, floor: float | None, out: Path | None, seeds: int = 1) -> int:
     """Query-adaptive alpha rules, document scorings from chunks and BM25 k1/b, each validated as `validate` does."""
     from rag_core.search.hybrid import fusion_for
 
@@ -550,7 +556,7 @@ def adaptive(sets: list[str], cache_dir: Path, floor: float | None, out: Path | 
         parts[name] = {m: lists[name].mode(m) for m in ("semantic", "fulltext")}
         log(f"{name}: alpha table of {len(lists[name].qids)} queries")
     today_col = ADAPTIVE_ALPHAS.index(today.alpha)
-    report: dict = {"floor": floor, "current": current_setting, "parts": parts, "sets": {}, "rules": [], "pooling": {}, "bm25": {}}
+    report: dict = {"floor": floor, "fold_seeds": seeds, "current": current_setting, "parts": parts, "sets": {}, "rules": [], "pooling": {}, "bm25": {}}
     for name, t in tables.items():
         report["sets"][name] = {
             "queries": len(lists[name].qids),
@@ -576,7 +582,7 @@ def adaptive(sets: list[str], cache_dir: Path, floor: float | None, out: Path | 
                      _regression(signals, tables, common), list(RIDGE_PENALTIES), len(common) + 2))
     for metric in ("ndcg@10", "hit@5"):
         for family, pick, grid, fitted in families:
-            result = validate(pick, grid, tables, metric, tables, today_col)
+            result = validate(pick, grid, tables, metric, tables, today_col, seeds)
             for row in result["loso"] + result["folds"]:
                 if family == "fixed alpha":
                     row["params"] = ADAPTIVE_ALPHAS[row["params"]]
@@ -585,30 +591,31 @@ def adaptive(sets: list[str], cache_dir: Path, floor: float | None, out: Path | 
             log(f"{metric} {family}: {_gains(result)}")
     # document scorings (each with the fixed alphas) and BM25 k1/b variants: a fixed setting fitted per split
     pool_settings = [{"method": "minmax", "alpha": a, "documents": d} for d in POOLINGS for a in FIXED_ALPHAS]
-    report["pooling"] = _fixed_family(lists, pool_settings, floor, tables, today_col, sets, parts)
+    report["pooling"] = _fixed_family(lists, pool_settings, floor, tables, today_col, sets, parts, seeds)
     variants = sorted({p.name.split(".", 1)[1].removesuffix(".cache.pkl") for n in sets
                        for p in cache_dir.glob(f"{n}.k1-*.cache.pkl")})
     variants = [v for v in variants if all((cache_dir / f"{n}.{v}.cache.pkl").exists() for n in sets)]
     if variants:
-        report["bm25"] = _bm25_family(cache_dir, variants, floor, tables, today_col, sets, current_setting)
+        report["bm25"] = _bm25_family(cache_dir, variants, floor, tables, today_col, sets, current_setting, seeds)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1, default=float) + "\n", encoding="utf-8")
-    print("held-out gains, smallest over the 3 leave-one-set-out and 6 in-set splits, against today's setting "
-          "and against a fixed alpha fitted on the same queries:")
+    print(f"held-out gains, smallest over the 3 leave-one-set-out and {6 * seeds} in-set splits, against today's "
+          "setting and against a fixed alpha fitted on the same queries; in-set splits won against both:")
     for r in report["rules"]:
-        print(f"  {r['objective']:<8} {r['rule']:<52} {r['min_gain']:+.4f}  {r['min_gain_vs_fixed']:+.4f}"
-              + ("  generalises" if r["generalises"] else ""))
+        print(f"  {r['objective']:<8} {r['rule'][:52]:<52} {r['min_gain']:+.4f}  {r['min_gain_vs_fixed']:+.4f}  "
+              f"{r['in_set_wins']}/{r['in_set_splits']}" + ("  generalises" if r["generalises"] else ""))
     for name, part in (("document scoring", report["pooling"]), ("BM25 k1/b", report["bm25"])):
         for metric in ("ndcg@10", "hit@5"):
             if metric in part:
-                print(f"  {metric:<8} {name:<52} {part[metric]['min_gain']:+.4f}  {part[metric]['min_gain_vs_fixed']:+.4f}"
-                      + ("  generalises" if part[metric]["generalises"] else ""))
+                m = part[metric]
+                print(f"  {metric:<8} {name:<52} {m['min_gain']:+.4f}  {m['min_gain_vs_fixed']:+.4f}  "
+                      f"{m['in_set_wins']}/{m['in_set_splits']}" + ("  generalises" if m["generalises"] else ""))
     return 0
 
 
 def _fixed_family(lists: dict[str, Lists], settings: list[dict], floor: float | None, tables: dict[str, Table],
-                  today_col: int, sets: list[str], parts: dict) -> dict:
+                  today_col: int, sets: list[str], parts: dict, seeds: int) -> dict:
     """One fixed setting of `settings` fitted per split (as `validate` does); the held-out gains and each
     setting's whole-set figures."""
     fixed = {n: Table(lists[n], settings, floor) for n in sets}
@@ -616,7 +623,8 @@ def _fixed_family(lists: dict[str, Lists], settings: list[dict], floor: float | 
                                                            "ndcg@10": round(float(fixed[n].ndcg[:, i].mean()), 4)} for n in sets}}
                               for i, s in enumerate(settings)]}
     for metric in ("ndcg@10", "hit@5"):
-        result = validate(lambda n, p, train: np.full(len(fixed[n].hit), p), list(range(len(settings))), fixed, metric, tables, today_col)
+        result = validate(lambda n, p, train: np.full(len(fixed[n].hit), p), list(range(len(settings))), fixed, metric,
+                          tables, today_col, seeds)
         for row in result["loso"] + result["folds"]:
             row["params"] = label(settings[row["params"]])
         out[metric] = _add_margins(result, parts, metric)
@@ -625,7 +633,7 @@ def _fixed_family(lists: dict[str, Lists], settings: list[dict], floor: float | 
 
 
 def _bm25_family(cache_dir: Path, variants: list[str], floor: float | None, tables: dict[str, Table], today_col: int,
-                 sets: list[str], current_setting: dict) -> dict:
+                 sets: list[str], current_setting: dict, seeds: int) -> dict:
     """BM25 k1/b variants (the `bm25` subcommand's caches) with the fixed alphas: each variant's full text and best
     hybrid per set, and one (k1, b, alpha) fitted per split, scored on held-out queries."""
     settings = [{**current_setting, "alpha": a} for a in FIXED_ALPHAS]
@@ -651,7 +659,8 @@ def _bm25_family(cache_dir: Path, variants: list[str], floor: float | None, tabl
     names = [f"{v} alpha={a:g}" for v in variants for a in FIXED_ALPHAS]
     out: dict = {"variants": per_variant}
     for metric in ("ndcg@10", "hit@5"):
-        result = validate(lambda n, p, train: np.full(len(combined[n].hit), p), list(range(len(names))), combined, metric, tables, today_col)
+        result = validate(lambda n, p, train: np.full(len(combined[n].hit), p), list(range(len(names))), combined, metric,
+                          tables, today_col, seeds)
         for row in result["loso"] + result["folds"]:
             row["params"] = names[row["params"]]
         # a variant's margin is over its own full text (and the unchanged semantic)
@@ -673,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--distractors", type=int, default=150, help="collect: other documents beside a sample's judged ones")
     p.add_argument("--k1", type=float, default=0.9, help="bm25: BM25 term-frequency saturation")
     p.add_argument("--b", type=float, default=0.4, help="bm25: BM25 length normalisation")
+    p.add_argument("--seeds", type=int, default=5, help="adaptive: pairs of random halves per set for the in-set 2-fold")
     args = p.parse_args(argv)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "collect":
@@ -685,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         collect_lexemes(args.sets, args.cache_dir)
         return 0
     if args.command == "adaptive":
-        return adaptive(args.sets, args.cache_dir, args.floor, args.json)
+        return adaptive(args.sets, args.cache_dir, args.floor, args.json, args.seeds)
     return sweep(args.sets, args.cache_dir, args.floor, args.json)
 
 
