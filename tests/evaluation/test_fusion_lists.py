@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from rag_core.evaluation.runner import EVAL_SITE_PREFIX, evaluate_dataset
 from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for, search_chunks
@@ -86,3 +85,34 @@ def test_documents_scored_by_their_best_share_of_each_side_rank_as_the_statement
         # cosines makes large (a spread of 0.03 gives 12x).
         slope = (1 - E5.alpha) / np.maximum(rows["cos_hi"][mine] - rows["cos_lo"][mine], 1e-9)
         assert np.allclose([h.score for h in hits], (sf + sd)[mine], rtol=0, atol=1e-6 + 2e-6 * float(slope.max(initial=0)))
+
+
+def test_query_adaptive_rules_are_scored_on_queries_they_were_not_fitted_on(wb, tiny_scifact):
+    """The `adaptive` subcommand scores a rule from per-query tables: a table column must score as the sweep's
+    ranking of that setting does, and the validation must score held-out picks, not the fitted ones."""
+    sweep = _sweep_module()
+    small = wb.variant(chunk_size=120, chunk_overlap=0)
+    lists = sweep.Lists(sweep.collect_lists(small, replace(tiny_scifact, name=f"{tiny_scifact.name}-c120")))
+    floor = small.search_engine.fusion.cosine_floor
+    settings = [{"method": E5.method, "alpha": a, "documents": E5.documents} for a in sweep.ADAPTIVE_ALPHAS]
+    table = sweep.Table(lists, settings, floor)
+    for i in (0, 8, 25, len(settings) - 1):
+        assert abs(table.ndcg[:, i].mean() - lists.fused(settings[i], floor)["ndcg@10"]) < 1e-12
+        assert abs(table.hit[:, i].mean() - lists.fused(settings[i], floor)["hit@5"]) < 1e-12
+    # a softmax over a document's chunks with a tiny temperature is its best chunk; the sum is not
+    shares, keep = lists.fused_scores(settings[25], floor)
+    assert lists.rank(shares, keep, "softmax-0.0001") == lists.rank(shares, keep, "best-chunk")
+    assert lists.rank(shares, keep, "sum") != lists.rank(shares, keep, "best-chunk")
+
+    tables = {"one": table, "two": table}
+    today = sweep.ADAPTIVE_ALPHAS.index(E5.alpha)
+    n = len(lists.qids)
+    keep_today = sweep.validate(lambda s, p, train: np.full(n, today), [0], tables, "ndcg@10", tables, today)
+    assert {r["gain"] for r in keep_today["loso"] + keep_today["folds"]} == {0.0} and not keep_today["generalises"]
+    fixed = sweep.validate(lambda s, p, train: np.full(n, p), list(range(len(settings))), tables, "ndcg@10", tables, today)
+    assert {r["gain_vs_fixed"] for r in fixed["loso"] + fixed["folds"]} == {0.0}
+    # each query's best alpha: never worse than any fixed alpha on the held-out half
+    best = table.ndcg.argmax(1)
+    oracle = sweep.validate(lambda s, p, train: best, [0], tables, "ndcg@10", tables, today)
+    assert min(r["gain_vs_fixed"] for r in oracle["loso"] + oracle["folds"]) >= 0
+    assert oracle["loso"][0]["ndcg@10"] == round(float(table.ndcg.max(1).mean()), 4)
