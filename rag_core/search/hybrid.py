@@ -520,7 +520,10 @@ meta AS (
            (SELECT array_agg(lex) FROM qw) AS lexemes
 ),
 page AS (SELECT * FROM docs WHERE doc_rank > %(offset)s ORDER BY doc_rank LIMIT %(limit)s)
-SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms, m.lexemes,
+SELECT m.total, m.top_score,
+       -- The facets and the query's lexemes once, on the first row: the client parsed them again for every row.
+       CASE WHEN row_number() OVER w = 1 THEN m.type_facet END, CASE WHEN row_number() OVER w = 1 THEN m.date_facet END,
+       CASE WHEN row_number() OVER w = 1 THEN m.terms END, CASE WHEN row_number() OVER w = 1 THEN m.lexemes END,
        p.doc_rank, p.doc_score, d.id, d.site_id, d.source, d.title, d.file_type, d.file_size,
        d.created_at, d.updated_at, d.doc_date,
        h.id, h.rank_in_doc, h.score, h.fr, h.dr, h.bm25,
@@ -531,6 +534,7 @@ LEFT JOIN page p ON true
 LEFT JOIN documents d ON d.id = p.document_id
 LEFT JOIN hits h ON h.document_id = p.document_id AND h.rank_in_doc <= %(max_chunks)s
 LEFT JOIN chunks c ON c.id = h.id
+WINDOW w AS (ORDER BY p.doc_rank, h.rank_in_doc)
 ORDER BY p.doc_rank, h.rank_in_doc
 """
 
