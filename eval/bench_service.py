@@ -14,12 +14,17 @@ of queries is searched once to fill the cache, then the runs repeat those (every
 Figures, in order: one in-process `Workbench.search` per query (p50, CPU per search, the median
 of each stage from the query log), then `--runs` runs of `--seconds` each: requests/s, p50/p95/p99,
 errors, CPU per request of client, server and PostgreSQL, load average. The median run is the
-headline. `--profile` samples the server with py-spy during the first run (measurement only:
+headline. `--reference bare` also starts the floor a search service stands on (`bare_app`: the same
+FastAPI and uvicorn, the request parsed, the query embedded, one bare pgvector HNSW statement, the
+rows as JSON) and runs it right after each run of /search, on texts of its own; it then prints
+/search's CPU per search (server + PostgreSQL) against the bare one's and the rate each allows on
+this machine's cores, beside what the goal of 150 searches/s allows. `--profile` samples the server with py-spy during the first run (measurement only:
 `pip install py-spy`; raw stacks in eval/cache/) and prints where the time went. Results go to
 eval/results/ as JSON; nothing asserts a time. Re-run after any change of the search core:
 
     .venv/bin/python eval/bench_service.py                            # 1 worker, cache off, 3 x 30 s
     .venv/bin/python eval/bench_service.py --workers 2 --cache --runs 5
+    .venv/bin/python eval/bench_service.py --reference bare              # /search against the floor
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic import BaseModel, Field
 
 from rag_core import open_workbench
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
@@ -175,18 +181,28 @@ def free_port() -> int:
 
 def start_server(port: int, key: str, site: str, workers: int, cache: bool) -> subprocess.Popen:
     """`rag serve` on 127.0.0.1, rate limit off, search cache off unless `cache`; returns once /health answers."""
-    import urllib.request
-
     env = {**os.environ, "RAG_API_KEYS": f"{key}={site}", "RAG_ADMIN_API_KEY": "", "RAG_RATE_LIMIT": "off"}
     if not cache:
         env["RAG_SEARCH_CACHE_TTL_SEC"] = "0"
     rag = Path(sys.executable).with_name("rag")
-    proc = subprocess.Popen([str(rag), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    return _start([str(rag), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)], env, port)
+
+
+def start_bare(port: int) -> subprocess.Popen:
+    """The reference service (`bare_app`) in a process of its own, like `rag serve` with one worker."""
+    return _start([sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(port)], dict(os.environ), port)
+
+
+def _start(command: list[str], env: dict[str, str], port: int) -> subprocess.Popen:
+    """Start a server on 127.0.0.1:`port` and return once its /health answers."""
+    import urllib.request
+
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"rag serve exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+            raise SystemExit(f"{Path(command[0]).name} exited with {proc.returncode}: "
+                             f"{proc.stderr.read().decode()[-2000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
                 if response.status == 200:
@@ -195,7 +211,71 @@ def start_server(port: int, key: str, site: str, workers: int, cache: bool) -> s
             pass
         time.sleep(0.2)
     stop_server(proc)
-    raise SystemExit("rag serve did not answer /health within 300 s")
+    raise SystemExit(f"{' '.join(command[:2])} did not answer /health within 300 s")
+
+
+# ----- the reference: the least a search service must do -----
+# One HNSW walk over every chunk's vector, as a bare pgvector user writes it (hnsw.ef_search left at its default).
+BARE_SQL = ("SELECT c.id, c.document_id, c.text, 1 - (c.embedding <=> %(emb)b::vector) AS similarity FROM chunks c"
+            " ORDER BY c.embedding <=> %(emb)b::vector LIMIT %(limit)s")
+
+
+class BareSearch(BaseModel):
+    """The reference service's request body."""
+
+    query: str = Field(min_length=1, max_length=500)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+def bare_app() -> Any:
+    """The floor a search service stands on: the same framework and server (FastAPI on uvicorn, a synchronous
+    route in the same thread pool, the same connection pool), a body parsed by a pydantic model, the query
+    embedded by the configured embedder, one HNSW statement (BARE_SQL) and the rows as JSON.
+
+    No key check, validation beyond the model, fusion, full text, filters, facets, highlights, suggestions,
+    cache or query log: what is left is what every search must spend, so /search's CPU over this one is the
+    price of everything else.
+    """
+    from contextlib import asynccontextmanager
+
+    import anyio.to_thread
+    import numpy as np
+    from fastapi import FastAPI
+    from fastapi.responses import ORJSONResponse
+
+    settings = load_settings()
+    wb = open_workbench(settings)
+    embedder = wb.embedder
+    embedder.get_query_embedding("warm-up")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size  # as rag serve
+        yield
+        wb.close()
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/search")
+    def search(body: BareSearch) -> Any:
+        emb = np.asarray(embedder.get_query_embedding(body.query), dtype=np.float32)
+        with wb.db.connection() as conn:
+            rows = conn.execute(BARE_SQL, {"emb": emb, "limit": body.limit}).fetchall()
+        return ORJSONResponse({"results": [{"chunk_id": r[0], "document_id": r[1], "text": r[2],
+                                            "similarity": round(float(r[3]), 4)} for r in rows]})
+
+    return app
+
+
+def serve_bare(port: int) -> None:
+    """Run `bare_app` as `rag serve` runs its app with one worker."""
+    import uvicorn
+
+    uvicorn.run(bare_app(), host="127.0.0.1", port=port, log_level="info")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -322,6 +402,50 @@ def top_functions(raw: Path, top: int = 25) -> list[tuple[str, float]]:
     return [(name, round(100 * c / max(total, 1), 1)) for name, c in counts.most_common(top)]
 
 
+GOAL_RATE = 150  # searches/s the service should sustain under 100 clients (p95 under 1 s)
+
+
+def report_run(label: str, result: dict[str, Any], planned: int, cycled: bool) -> None:
+    errors = sum(result["errors"].values())
+    print(f"{label}: {result['requests_per_s']} req/s, p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms,"
+          f" errors {errors} {result['errors'] or ''}; CPU ms/request {result['cpu_ms_per_request']};"
+          f" load {result['load_average_before_after']}")
+    if not cycled and result["queries_sent"] > planned:
+        print(f"  note: {result['queries_sent'] - planned} queries were repeats")
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over runs."""
+    def median(key: str) -> float:
+        return round(statistics.median(r[key] for r in runs), 1)
+
+    return {"requests_per_s": median("requests_per_s"), "p50_ms": median("p50_ms"), "p95_ms": median("p95_ms"),
+            "p99_ms": median("p99_ms"), "errors": sum(sum(r["errors"].values()) for r in runs),
+            "cpu_ms_per_request": {k: (round(statistics.median(r["cpu_ms_per_request"][k] for r in runs), 2)
+                                       if runs[0]["cpu_ms_per_request"][k] is not None else None)
+                                   for k in ("client", "server", "postgres")}}
+
+
+def reference_figures(summary: dict[str, Any], bare_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """/search against the bare reference measured in the same session: CPU per search and what the goal allows."""
+    bare = summarize(bare_runs)
+
+    def service_cpu(s: dict[str, Any]) -> float:
+        cpu = s["cpu_ms_per_request"]
+        return cpu["server"] + (cpu["postgres"] or 0.0)
+
+    ours, floor = service_cpu(summary), service_cpu(bare)
+    cores = os.cpu_count() or 1
+    goal = 1000.0 * cores / GOAL_RATE
+    return {"name": "bare", "runs": bare_runs, "median_of_runs": bare,
+            "search_cpu_ms": round(ours, 2), "bare_cpu_ms": round(floor, 2),
+            "cpu_ratio": round(ours / floor, 2) if floor else None,
+            "goal_cpu_ms": round(goal, 1),
+            "goal_cpu_ms_with_client": round(goal - bare["cpu_ms_per_request"]["client"], 1),
+            "bare_ceiling_per_s": round(1000.0 * cores / (floor + bare["cpu_ms_per_request"]["client"])) if floor else None,
+            "search_ceiling_per_s": round(1000.0 * cores / (ours + summary["cpu_ms_per_request"]["client"]))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="Length of each measured run.")
@@ -336,8 +460,15 @@ def main() -> None:
     parser.add_argument("--cached-queries", type=int, default=400,
                         help="Distinct queries warmed with --cache (the in-process cache keeps 512).")
     parser.add_argument("--profile", action="store_true", help="Sample the server with py-spy during the first run.")
+    parser.add_argument("--reference", choices=["bare"], default=None,
+                        help="Also measure the bare reference service (bare_app), a run of it after each run of "
+                             "/search, and print /search's CPU per search against it.")
+    parser.add_argument("--serve-bare", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None, help="Result file (default eval/results/bench_service_*.json).")
     args = parser.parse_args()
+    if args.serve_bare is not None:
+        serve_bare(args.serve_bare)
+        return
 
     os.environ["PGAPPNAME"] = APP_NAME  # before any connection: the server started below inherits it
     settings = load_settings()  # what `rag serve` runs with, so both sides embed alike
@@ -357,10 +488,22 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     proc = start_server(port, key, site, args.workers, args.cache)
     server = psutil.Process(proc.pid)
+    bare_proc = bare_server = None
+    bare_base = ""
     runs: list[dict[str, Any]] = []
+    bare_runs: list[dict[str, Any]] = []
     hot: list[str] = []
     spy_top = None
+    # Distinct texts per run: enough for the fastest rate seen here, shared out when the pool is short.
+    targets = 2 if args.reference else 1
+    per_run = min(int(args.seconds * 500), max(100, (len(pool) - used - int(args.warmup * 400) * targets)
+                                                // max(1, args.runs * targets)))
     try:
+        if args.reference == "bare":
+            bare_port = free_port()
+            bare_base = f"http://127.0.0.1:{bare_port}"
+            bare_proc = start_bare(bare_port)
+            bare_server = psutil.Process(bare_proc.pid)
         if args.cache:
             hot = pool[used:used + args.cached_queries]
             used += len(hot)
@@ -369,12 +512,16 @@ def main() -> None:
         warm_queries = hot or pool[used:used + int(args.warmup * 400)]
         used += 0 if hot else len(warm_queries)
         run_load(base, key, warm_queries, args.clients, args.warmup, bool(hot), server, pg)
+        if bare_server is not None:
+            warm_queries = pool[used:used + int(args.warmup * 400)]
+            used += len(warm_queries)
+            run_load(bare_base, key, warm_queries, args.clients, args.warmup, False, bare_server, pg)
         measured_from = dt.datetime.now(dt.timezone.utc)
         for i in range(args.runs):
             if hot:
                 queries = hot
             else:
-                queries = pool[used:used + int(args.seconds * 500)]
+                queries = pool[used:used + per_run]
                 used += len(queries)
             spy = None
             raw = RESULTS.parent / "cache" / f"profile_service_w{args.workers}.txt"
@@ -386,14 +533,17 @@ def main() -> None:
                 spy.wait(timeout=120)
                 spy_top = top_functions(raw) if raw.exists() else None
             runs.append(result)
-            errors = sum(result["errors"].values())
-            print(f"run {i + 1}: {result['requests_per_s']} req/s, p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms,"
-                  f" errors {errors} {result['errors'] or ''}; CPU ms/request {result['cpu_ms_per_request']};"
-                  f" load {result['load_average_before_after']}")
-            if not hot and result["queries_sent"] > len(queries):
-                print(f"  note: {result['queries_sent'] - len(queries)} queries were repeats")
+            report_run(f"run {i + 1}", result, len(queries), bool(hot))
+            if bare_server is not None:  # the reference right after, on texts of its own: the same machine state
+                queries = pool[used:used + per_run]
+                used += len(queries)
+                result = run_load(bare_base, key, queries, args.clients, args.seconds, False, bare_server, pg)
+                bare_runs.append(result)
+                report_run(f"run {i + 1}, bare reference", result, len(queries), False)
     finally:
         stop_server(proc)
+        if bare_proc is not None:
+            stop_server(bare_proc)
     # The server's query log (flushed on its clean stop) says how many of the measured requests were hits.
     with open_workbench(settings) as wb:
         logged = wb.search_metrics(site_id=site, since=measured_from)
@@ -401,14 +551,7 @@ def main() -> None:
     print(f"Query log of the measured runs: {logged['searches']} searches, {logged['cache_hits']} cache hits "
           f"({hit_share:.1%}); server-side p50 {logged['p50_ms']} ms, p95 {logged['p95_ms']} ms.")
 
-    def median(key: str) -> float:
-        return round(statistics.median(r[key] for r in runs), 1)
-
-    summary = {"requests_per_s": median("requests_per_s"), "p50_ms": median("p50_ms"), "p95_ms": median("p95_ms"),
-               "p99_ms": median("p99_ms"), "errors": sum(sum(r["errors"].values()) for r in runs),
-               "cpu_ms_per_request": {k: (round(statistics.median(r["cpu_ms_per_request"][k] for r in runs), 2)
-                                          if runs[0]["cpu_ms_per_request"][k] is not None else None)
-                                      for k in ("client", "server", "postgres")}}
+    summary = summarize(runs)
     result = {
         "site": site, "chunks": chunks, "workers": args.workers, "clients": args.clients,
         "cache": f"on ({settings.search_cache_ttl_sec} s), {len(hot)} warmed queries repeated" if args.cache
@@ -419,6 +562,7 @@ def main() -> None:
                              "cache_hit_share": hit_share, "p50_ms": logged["p50_ms"], "p95_ms": logged["p95_ms"],
                              "stage_p50_ms": logged.get("stage_p50_ms")},
         "profile_top_inclusive_percent": spy_top,
+        "reference": reference_figures(summary, bare_runs) if bare_runs else None,
         "machine": machine(), "cpus": os.cpu_count(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -426,6 +570,15 @@ def main() -> None:
     print(f"Median of {len(runs)} runs: {summary['requests_per_s']} req/s, p50 {summary['p50_ms']} ms, p95 "
           f"{summary['p95_ms']} ms, {summary['errors']} errors; CPU ms/request {summary['cpu_ms_per_request']} "
           f"({machine()})")
+    if bare_runs:
+        ref = result["reference"]
+        print(f"Bare reference, median of {len(bare_runs)} runs: {ref['median_of_runs']['requests_per_s']} req/s, p50 "
+              f"{ref['median_of_runs']['p50_ms']} ms, p95 {ref['median_of_runs']['p95_ms']} ms; CPU ms/request "
+              f"{ref['median_of_runs']['cpu_ms_per_request']}")
+        print(f"CPU per search, server + PostgreSQL: /search {ref['search_cpu_ms']} ms, bare {ref['bare_cpu_ms']} ms, "
+              f"ratio {ref['cpu_ratio']}x. {GOAL_RATE} searches/s on {os.cpu_count()} cores allows "
+              f"{ref['goal_cpu_ms']} ms per search ({ref['goal_cpu_ms_with_client']} ms beside this client on the same cores); "
+              f"the bare service's CPU allows {ref['bare_ceiling_per_s']}/s, /search's {ref['search_ceiling_per_s']}/s.")
     if spy_top:
         print("Where the server's time went (py-spy, share of samples including callees):")
         for name, share in spy_top:

@@ -467,10 +467,13 @@ _CONVEX = """fused AS (
                %(alpha)s * coalesce(x.bm25 / nullif(x.mx, 0), 0) AS sf,
                (1 - %(alpha)s) * {cosine} AS sd
         FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
-                     f.score AS bm25, coalesce(1 - d.dist, 1 - (c.embedding <=> %(emb)b::vector), 0) AS cos,
+                     f.score AS bm25,
+                     -- Only a full-text candidate the dense walk did not meet reads its vector. A join of every
+                     -- candidate to chunks read them all, and a generic plan made it a merge join over chunks.
+                     coalesce(1 - d.dist, (SELECT 1 - (c.embedding <=> %(emb)b::vector) FROM chunks c WHERE c.id = f.id),
+                              0) AS cos,
                      (SELECT max(mx) FROM ftr) AS mx
               FROM ftr f FULL JOIN der d ON d.id = f.id
-              JOIN chunks c ON c.id = coalesce(f.id, d.id)
               WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s) x) y
 ),"""
 
@@ -517,7 +520,10 @@ meta AS (
            (SELECT array_agg(lex) FROM qw) AS lexemes
 ),
 page AS (SELECT * FROM docs WHERE doc_rank > %(offset)s ORDER BY doc_rank LIMIT %(limit)s)
-SELECT m.total, m.top_score, m.type_facet, m.date_facet, m.terms, m.lexemes,
+SELECT m.total, m.top_score,
+       -- The facets and the query's lexemes once, on the first row: the client parsed them again for every row.
+       CASE WHEN row_number() OVER w = 1 THEN m.type_facet END, CASE WHEN row_number() OVER w = 1 THEN m.date_facet END,
+       CASE WHEN row_number() OVER w = 1 THEN m.terms END, CASE WHEN row_number() OVER w = 1 THEN m.lexemes END,
        p.doc_rank, p.doc_score, d.id, d.site_id, d.source, d.title, d.file_type, d.file_size,
        d.created_at, d.updated_at, d.doc_date,
        h.id, h.rank_in_doc, h.score, h.fr, h.dr, h.bm25,
@@ -528,6 +534,7 @@ LEFT JOIN page p ON true
 LEFT JOIN documents d ON d.id = p.document_id
 LEFT JOIN hits h ON h.document_id = p.document_id AND h.rank_in_doc <= %(max_chunks)s
 LEFT JOIN chunks c ON c.id = h.id
+WINDOW w AS (ORDER BY p.doc_rank, h.rank_in_doc)
 ORDER BY p.doc_rank, h.rank_in_doc
 """
 
@@ -576,17 +583,24 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 
 # --- running it ----------------------------------------------------------------------------------
 
-def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
+def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion, reuse_plan: bool = False
+             ) -> tuple[int, list[str], str, str]:
     """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
 
     Returns (chunks in scope after filters, capped where it stops mattering; languages stored in
     scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement, which also
     says how the filter is checked: "index" for a broad filter, looked up row by row, in full text too).
+
+    reuse_plan: the page statement of an unfiltered search with a dense part then runs one generic plan per
+    connection instead of being planned again for every search (about 1.5 ms of PostgreSQL's CPU at 10.6K
+    chunks: hybrid 11.6 -> 10.4 ms, semantic 3.4 -> 2.9 ms per statement, 150 queries interleaved, the same
+    results). Full text alone gained nothing, and a filter's selectivity is what its custom plan is for.
     """
     frag = _scope_sql(scope)
-    params = _scope_params(scope)
+    generic = reuse_plan and not scope.has_filters and mode != "fulltext"
+    params = {**_scope_params(scope), "plan_cache": "force_generic_plan" if generic else "auto"}
     row = conn.execute(
-        "SELECT set_config('jit', 'off', true),"
+        "SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', %(plan_cache)s, true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
@@ -594,10 +608,10 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, 
         " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
         params,
     ).fetchone()
-    in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
+    in_scope, everything, languages = int(row[2]), int(row[3]), list(row[4] or [])
     if in_scope <= 0:
         return 0, languages, "none", "exact"
-    target = _filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1)) if scope.has_filters \
+    target = _filtered_chunks(conn, frag, params, in_scope, everything, float(row[5] or -1)) if scope.has_filters \
         else in_scope
     narrow = target <= min(ROW_CHECK_SHARE * in_scope, ROW_CHECK_MAX)
     plan, order = "none", "exact" if narrow or not scope.has_filters else "index"
@@ -698,7 +712,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     with db.connection() as conn:
-        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion)
+        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion, reuse_plan=True)
         if target == 0 and not languages:
             where = f"site '{req.site_id}'" if req.site_id else "any site"
             raise IndexUnavailable(

@@ -9,6 +9,7 @@ the search does not wait for the log's commit.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import math
 import threading
@@ -42,6 +43,7 @@ RERANK_DEPTH = 30
 _UNSET = object()
 
 
+@functools.lru_cache(maxsize=4096)  # a page shows three dates per document, and the same documents come back often
 def iso_utc(ts: dt.datetime | None) -> str | None:
     if ts is None:
         return None
@@ -185,7 +187,7 @@ class SearchEngine:
             raise error from exc
         elapsed = time.perf_counter() - started
         response["search_time"] = f"{elapsed:.3f}s"
-        if use_cache:
+        if use_cache and self.cache.enabled:  # encoding a response nobody will read cost a dump per search
             self.cache.put(key, _encode(response, terms))
         when = log_search(self.db, query=req.query, mode=req.mode,
                           params={**req.log_params(), **origin, "terms": terms,
