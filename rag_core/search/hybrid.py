@@ -468,8 +468,8 @@ _CONVEX = """fused AS (
                (1 - %(alpha)s) * {cosine} AS sd
         FROM (SELECT coalesce(f.id, d.id) AS id, coalesce(f.document_id, d.document_id) AS document_id, f.r AS fr, d.r AS dr,
                      f.score AS bm25,
-                     -- Only a full-text candidate the dense walk did not meet reads its vector. A join of every
-                     -- candidate to chunks read them all, and a generic plan made it a merge join over chunks.
+                     -- Only a full-text candidate the dense walk did not meet reads its vector (a join of every
+                     -- candidate to chunks read them all).
                      coalesce(1 - d.dist, (SELECT 1 - (c.embedding <=> %(emb)b::vector) FROM chunks c WHERE c.id = f.id),
                               0) AS cos,
                      (SELECT max(mx) FROM ftr) AS mx
@@ -583,24 +583,23 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 
 # --- running it ----------------------------------------------------------------------------------
 
-def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion, reuse_plan: bool = False
-             ) -> tuple[int, list[str], str, str]:
+def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
     """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
 
     Returns (chunks in scope after filters, capped where it stops mattering; languages stored in
     scope; dense plan: "exact", "hnsw" or "none"; the dense order for build_statement, which also
     says how the filter is checked: "index" for a broad filter, looked up row by row, in full text too).
 
-    reuse_plan: the page statement of an unfiltered search with a dense part then runs one generic plan per
-    connection instead of being planned again for every search (about 1.5 ms of PostgreSQL's CPU at 10.6K
-    chunks: hybrid 11.6 -> 10.4 ms, semantic 3.4 -> 2.9 ms per statement, 150 queries interleaved, the same
-    results). Full text alone gained nothing, and a filter's selectivity is what its custom plan is for.
+    Every statement is planned for its own parameters. A generic plan per connection for unfiltered
+    searches saved about 1.2 ms of PostgreSQL's CPU per hybrid statement at 10.6K chunks (11.6 -> 10.4 ms)
+    and 0-2 ms at 100K, but at 1M chunks it raised the hybrid statement from 68-239 to 1,300-2,960 ms
+    (15 queries in three languages, twice): a plan that cannot see the query's values walks no index
+    the way the custom plan does. It is not used.
     """
     frag = _scope_sql(scope)
-    generic = reuse_plan and not scope.has_filters and mode != "fulltext"
-    params = {**_scope_params(scope), "plan_cache": "force_generic_plan" if generic else "auto"}
+    params = _scope_params(scope)
     row = conn.execute(
-        "SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', %(plan_cache)s, true),"
+        "SELECT set_config('jit', 'off', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
@@ -608,10 +607,10 @@ def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion, reuse_plan: bo
         " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
         params,
     ).fetchone()
-    in_scope, everything, languages = int(row[2]), int(row[3]), list(row[4] or [])
+    in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
     if in_scope <= 0:
         return 0, languages, "none", "exact"
-    target = _filtered_chunks(conn, frag, params, in_scope, everything, float(row[5] or -1)) if scope.has_filters \
+    target = _filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1)) if scope.has_filters \
         else in_scope
     narrow = target <= min(ROW_CHECK_SHARE * in_scope, ROW_CHECK_MAX)
     plan, order = "none", "exact" if narrow or not scope.has_filters else "index"
@@ -712,7 +711,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     with db.connection() as conn:
-        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion, reuse_plan=True)
+        target, languages, plan, order = _prepare(conn, scope, req.mode, fusion)
         if target == 0 and not languages:
             where = f"site '{req.site_id}'" if req.site_id else "any site"
             raise IndexUnavailable(
