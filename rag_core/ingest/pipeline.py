@@ -18,7 +18,7 @@ from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
-from rag_core.ingest.loaders.files import check_size
+from rag_core.security.paths import entry_problem, read_regular_file
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -132,7 +132,8 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
             problems.append(SourceOutcome(shown_path(Path(raw)), "failed", reason="path does not exist"))
             continue
         root = root.resolve()
-        if root.is_file():
+        single = not root.is_dir()
+        if single:
             candidates = [(root, root.name)]
         else:
             candidates = []
@@ -148,6 +149,12 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                 continue
             if exclude and _matches(rel, full.name, exclude):
                 continue
+            # A link to a file outside the folder, a FIFO, a socket or a device is never opened.
+            target, problem = entry_problem(full, full.parent if single else root)
+            if problem is not None:
+                problems.append(SourceOutcome(shown_path(full), "failed" if single else "skipped", reason=problem))
+                continue
+            full = target
             if full in seen:
                 continue
             seen.add(full)
@@ -160,7 +167,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                            "e.g. with `convmv -f cp1251 -t utf-8 --notest FILE`"))
                 continue
             if full.suffix.lower() not in SUPPORTED_TYPES:
-                status = "failed" if root.is_file() else "skipped"
+                status = "failed" if single else "skipped"
                 problems.append(SourceOutcome(
                     str(full), status,
                     reason=unsupported_reason(full.name),
@@ -172,9 +179,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
 
 def file_item(path: Path, site_id: str, max_bytes: int) -> SourceItem:
     """A SourceItem for a file; its hash is the hash of its bytes."""
-    stat = path.stat()
-    check_size(stat.st_size, max_bytes, path.name)
-    data = path.read_bytes()
+    data, stat = read_regular_file(path, max_bytes)
     source = path.as_posix()
     return SourceItem(
         source=source, site_id=site_id, content_hash=sha256(data), file_size=stat.st_size,

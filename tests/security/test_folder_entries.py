@@ -1,0 +1,75 @@
+"""Folder ingestion reads only regular files inside the folder: links out, FIFOs and sockets are left out."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+from rag_core.ingest.pipeline import discover_files
+
+
+def stored_text(wb, site: str) -> str:
+    with wb.db.connection() as conn:
+        rows = conn.execute("SELECT d.source, c.text FROM chunks c JOIN documents d ON d.id = c.document_id "
+                            "WHERE d.site_id = %s", (site,)).fetchall()
+    return "\n".join(f"{source}\n{text}" for source, text in rows)
+
+
+def test_a_link_to_a_file_outside_the_folder_is_not_ingested(wb, site, tmp_path: Path) -> None:
+    secrets = tmp_path / "service"
+    secrets.mkdir()
+    (secrets / ".env").write_text("RAG_ADMIN_API_KEY=SECRETKEYZ9Q81\n", encoding="utf-8")
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "guide.md").write_text("# Guide\n\nHybrid search fuses dense and full-text ranks.\n", encoding="utf-8")
+    (folder / "keys.txt").symlink_to(secrets / ".env")
+    (folder / "sub" / "again.md").symlink_to(folder / "guide.md")  # inside the folder: read once, as its target
+    (folder / "gone.md").symlink_to(tmp_path / "missing.md")
+
+    report = wb.ingest_paths([folder], site_id=site)
+
+    assert "SECRETKEYZ9Q81" not in stored_text(wb, site)
+    outcomes = {Path(o.source).name: o for o in report.outcomes}
+    assert outcomes["keys.txt"].status == "skipped" and "outside the folder" in outcomes["keys.txt"].reason
+    assert outcomes["gone.md"].status == "skipped" and "points nowhere" in outcomes["gone.md"].reason
+    assert outcomes["guide.md"].status == "indexed" and report.count("indexed") == 1
+
+
+def test_a_fifo_in_the_folder_does_not_stop_the_run(wb, site, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\n\nThe embedded PostgreSQL starts by itself.\n", encoding="utf-8")
+    fifo = folder / "pipe.md"
+    os.mkfifo(fifo)
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(report=wb.ingest_paths([folder], site_id=site)),
+                              daemon=True)
+    worker.start()
+    worker.join(300)
+    if worker.is_alive():  # the run waits on the FIFO for a writer: give it one so the thread ends
+        with open(fifo, "wb"):
+            pass
+        worker.join(60)
+    assert "report" in result, "the run blocked opening the FIFO"
+    report = result["report"]
+    outcome = next(o for o in report.outcomes if o.source.endswith("pipe.md"))
+    assert outcome.status == "skipped" and "FIFO" in outcome.reason
+    assert report.count("indexed") == 1
+
+
+def test_a_socket_is_named_and_an_explicit_fifo_fails(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(folder / "agent.md"))
+        os.mkfifo(tmp_path / "lone.txt")
+        files, problems = discover_files([folder, tmp_path / "lone.txt"])
+    finally:
+        server.close()
+    assert files == []
+    reasons = {Path(p.source).name: (p.status, p.reason) for p in problems}
+    assert reasons["agent.md"][0] == "skipped" and "a socket" in reasons["agent.md"][1]
+    assert reasons["lone.txt"][0] == "failed" and "FIFO" in reasons["lone.txt"][1]
