@@ -73,3 +73,42 @@ def test_a_socket_is_named_and_an_explicit_fifo_fails(tmp_path: Path) -> None:
     reasons = {Path(p.source).name: (p.status, p.reason) for p in problems}
     assert reasons["agent.md"][0] == "skipped" and "a socket" in reasons["agent.md"][1]
     assert reasons["lone.txt"][0] == "failed" and "FIFO" in reasons["lone.txt"][1]
+
+
+def test_a_folder_s_bytes_are_not_all_held_at_once(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from rag_core.ingest.pipeline import file_item
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(8):
+        (folder / f"part{n}.txt").write_bytes(b"Hybrid retrieval fuses dense and sparse ranks. " * 40_000)  # 1.9 MB
+    files, _ = discover_files([folder])
+    tracemalloc.start()
+    try:
+        items = [file_item(path, "t", 10_000_000) for path in files]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(items) == 8
+    assert held < 2_000_000, f"the items hold {held:,} bytes: every file's content, not one at a time"
+    assert "fuses dense" in items[3].load().text
+
+
+def test_a_file_rewritten_during_the_run_is_failed_and_its_stored_version_kept(wb, site, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nAlpha stays the same between runs.\n", encoding="utf-8")
+    (folder / "b.md").write_text("# Beta\n\nBeta version one is stored first.\n", encoding="utf-8")
+    assert wb.ingest_paths([folder], site_id=site).count("indexed") == 2
+    (folder / "b.md").write_text("# Beta\n\nBeta version two is being written.\n", encoding="utf-8")
+
+    def rewrite(progress) -> None:  # after a.md is found unchanged, before b.md is loaded
+        (folder / "b.md").write_text("# Beta\n\nBeta version three replaced it mid-run.\n", encoding="utf-8")
+
+    report = wb.ingest_paths([folder], site_id=site, progress=rewrite)
+    outcome = next(o for o in report.outcomes if o.source.endswith("b.md"))
+    assert outcome.status == "failed" and "changed while it was being ingested" in outcome.reason
+    text = stored_text(wb, site)
+    assert "version one" in text and "version two" not in text and "version three" not in text
