@@ -10,14 +10,7 @@ from pathlib import Path
 from rag_core.ingest.pipeline import discover_files
 
 
-def stored_text(wb, site: str) -> str:
-    with wb.db.connection() as conn:
-        rows = conn.execute("SELECT d.source, c.text FROM chunks c JOIN documents d ON d.id = c.document_id "
-                            "WHERE d.site_id = %s", (site,)).fetchall()
-    return "\n".join(f"{source}\n{text}" for source, text in rows)
-
-
-def test_a_link_to_a_file_outside_the_folder_is_not_ingested(wb, site, tmp_path: Path) -> None:
+def test_a_link_to_a_file_outside_the_folder_is_not_ingested(wb, site, stored_text, tmp_path: Path) -> None:
     secrets = tmp_path / "service"
     secrets.mkdir()
     (secrets / ".env").write_text("RAG_ADMIN_API_KEY=SECRETKEYZ9Q81\n", encoding="utf-8")
@@ -30,7 +23,7 @@ def test_a_link_to_a_file_outside_the_folder_is_not_ingested(wb, site, tmp_path:
 
     report = wb.ingest_paths([folder], site_id=site)
 
-    assert "SECRETKEYZ9Q81" not in stored_text(wb, site)
+    assert "SECRETKEYZ9Q81" not in stored_text(site)
     outcomes = {Path(o.source).name: o for o in report.outcomes}
     assert outcomes["keys.txt"].status == "skipped" and "outside the folder" in outcomes["keys.txt"].reason
     assert outcomes["gone.md"].status == "skipped" and "points nowhere" in outcomes["gone.md"].reason
@@ -96,7 +89,7 @@ def test_a_folder_s_bytes_are_not_all_held_at_once(tmp_path: Path) -> None:
     assert "fuses dense" in items[3].load().text
 
 
-def test_a_file_rewritten_during_the_run_is_failed_and_its_stored_version_kept(wb, site, tmp_path: Path) -> None:
+def test_a_file_rewritten_during_the_run_is_failed_and_its_stored_version_kept(wb, site, stored_text, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.md").write_text("# Alpha\n\nAlpha stays the same between runs.\n", encoding="utf-8")
@@ -110,5 +103,5 @@ def test_a_file_rewritten_during_the_run_is_failed_and_its_stored_version_kept(w
     report = wb.ingest_paths([folder], site_id=site, progress=rewrite)
     outcome = next(o for o in report.outcomes if o.source.endswith("b.md"))
     assert outcome.status == "failed" and "changed while it was being ingested" in outcome.reason
-    text = stored_text(wb, site)
+    text = stored_text(site)
     assert "version one" in text and "version two" not in text and "version three" not in text

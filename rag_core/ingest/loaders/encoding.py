@@ -97,8 +97,25 @@ def detect_encoding(data: bytes) -> tuple[str, str] | None:
     return text, encoding
 
 
+def refuse_binary_format(data: bytes) -> None:
+    """LoaderError when the bytes open with another format's signature (a PDF, a zip, an image...).
+
+    A PDF or a zip named .html or .txt, or served by a web server as text/html, was read as text:
+    its raw bytes (mostly ASCII in an uncompressed PDF, replacement characters in a zip) became
+    the document's chunks. The signatures are matched by `filetype`.
+    """
+    import filetype
+
+    kind = filetype.guess(data[:8192])
+    if kind is not None:
+        raise LoaderError(f"Cannot decode text: the content is a {kind.extension.upper()} file ({kind.mime}), not UTF-8 text. Rename it "
+                          f"with its real suffix (.{kind.extension}) when that type is supported, or leave it out.",
+                          details={"reason": "binary_format", "detected": kind.mime})
+
+
 def decode_text(data: bytes) -> tuple[str, dict[str, Any]]:
     """Decode a text file: BOM, then strict UTF-8, then a confident detection; else LoaderError."""
+    refuse_binary_format(data)
     for bom, encoding in BOMS:
         if data.startswith(bom):
             try:

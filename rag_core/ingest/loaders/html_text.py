@@ -11,7 +11,7 @@ import trafilatura
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
-from rag_core.ingest.loaders.encoding import BOMS, detect_encoding
+from rag_core.ingest.loaders.encoding import BOMS, detect_encoding, implausibility, refuse_binary_format
 
 _DROP_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template", "svg", "iframe",
               "head", "object", "canvas", "button", "select")
@@ -145,9 +145,15 @@ def load_html_bytes(data: bytes | str, url: str | None = None, stem: str = "") -
     without suffix) is the title when the page has none.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
+        refuse_binary_format(bytes(data))
         markup, encoding = _decode_html(bytes(data))
     else:
+        refuse_binary_format(data[:8192].encode("utf-8", errors="replace"))
         markup, encoding = data, None
+    if implausibility(markup) > 0.1:
+        raise LoaderError("Cannot decode text: the content is binary, not HTML (control characters and undecodable bytes); "
+                          "give an HTML page, or the file its real suffix.",
+                          details={"reason": "binary_format", "url": url} if url else {"reason": "binary_format"})
     doc = _extract_html(markup, url)
     if doc is None:
         raise LoaderError(f"HTML page {stem or url or ''!r} has no text (only markup, scripts or navigation); "
