@@ -33,6 +33,9 @@ ARCHIVE_MAX_TOTAL_BYTES = 200_000_000
 # Office XML compresses about 5-20 fold; a member over 1 MB that shrank more than 100 fold is a bomb.
 ARCHIVE_MAX_RATIO = 100
 ARCHIVE_RATIO_FLOOR_BYTES = 1_000_000
+# Cells read from one spreadsheet, empty ones included: a row is read as wide as its last cell, so one cell in
+# column XFD makes it 16,384 cells (a 108 KB .xlsx of such rows cost 14 s of CPU and held no text).
+MAX_SHEET_CELLS = 20_000_000
 
 
 def check_text_length(text: str | None, limit: int, field: str) -> None:

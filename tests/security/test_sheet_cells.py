@@ -1,0 +1,44 @@
+"""A spreadsheet whose rows reach column XFD is refused after a bounded number of cells, not read for minutes."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import openpyxl
+import pytest
+
+from rag_core.errors import LoaderError
+from rag_core.ingest.loaders import load_bytes
+
+
+def far_right_xlsx(rows: int) -> bytes:
+    """A valid .xlsx whose rows hold one empty cell in the last column, XFD (16,384 wide)."""
+    book = openpyxl.Workbook()
+    book.active.append(["Item", "Price"])
+    book.active.append(["tea", 3])
+    plain = io.BytesIO()
+    book.save(plain)
+    stray = b"".join(b'<row r="%d"><c r="XFD%d" t="inlineStr"><is><t></t></is></c></row>' % (n, n)
+                     for n in range(3, rows + 3))
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(plain.getvalue())) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "xl/worksheets/sheet1.xml":
+                data = data.replace(b"</sheetData>", stray + b"</sheetData>")
+            z.writestr(item, data)
+    return out.getvalue()
+
+
+def test_rows_padded_to_column_xfd_are_refused_naming_the_stray_cells() -> None:
+    data = far_right_xlsx(1_300)  # 21.3 million cells
+    assert len(data) < 50_000  # a small upload: each of its rows is 16,384 cells once read
+    with pytest.raises(LoaderError, match="more than 20,000,000 cells") as err:
+        load_bytes(data, "xlsx", name="stray.xlsx")
+    assert "16,384" in err.value.message and "stray cells" in err.value.message
+
+
+def test_a_few_wide_rows_still_load() -> None:
+    doc = load_bytes(far_right_xlsx(20), "xlsx", name="wide.xlsx")
+    assert "Item: tea; Price: 3" in doc.text
