@@ -36,6 +36,10 @@ ARCHIVE_RATIO_FLOOR_BYTES = 1_000_000
 # Cells read from one spreadsheet, empty ones included: a row is read as wide as its last cell, so one cell in
 # column XFD makes it 16,384 cells (a 108 KB .xlsx of such rows cost 14 s of CPU and held no text).
 MAX_SHEET_CELLS = 20_000_000
+# A PDF's page contents once inflated, counted per page (pages may share one stream): text extraction reads
+# about half a megabyte a second, and 20 pages sharing one 1 MB stream in a 5 KB file cost 55 s.
+PDF_MAX_CONTENT_BYTES = 100_000_000
+PDF_MAX_CONTENT_RATIO = 100
 
 
 def check_text_length(text: str | None, limit: int, field: str) -> None:
