@@ -12,7 +12,7 @@ from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, check_text_size, clean, json_safe, normalise_newlines
 from rag_core.ingest.loaders.encoding import decode_text
 from rag_core.limits import MAX_SHEET_CELLS
-from rag_core.security.archives import check_office_zip
+from rag_core.security.archives import check_office_zip, check_xlsx_strings
 
 def _cell_text(value: Any) -> str:
     if value is None:
@@ -82,6 +82,7 @@ def load_xlsx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     import openpyxl
 
     check_office_zip(data, "XLSX")
+    check_xlsx_strings(data)
     try:
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:
