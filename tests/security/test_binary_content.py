@@ -41,7 +41,7 @@ def test_a_zip_served_as_html_or_text_is_refused_by_name(server: Any, tmp_path: 
     url = base_url(server)
     results = run(crawler(server).fetch_many([url + "/a.html", url + "/b.txt"]))
     assert all(isinstance(r, PageError) for r in results), [getattr(r, "document", None) for r in results]
-    assert all("is a DOCX file" in r.message for r in results), [r.message for r in results]
+    assert all("is DOCX data" in r.message for r in results), [r.message for r in results]
 
 
 def test_files_whose_bytes_are_another_format_fail_by_name(wb, site, stored_text, tmp_path: Path) -> None:
@@ -55,11 +55,11 @@ def test_files_whose_bytes_are_another_format_fail_by_name(wb, site, stored_text
     report = wb.ingest_paths([folder], site_id=site)
 
     reasons = {Path(o.source).name: o.reason or "" for o in report.outcomes if o.status == "failed"}
-    assert "PDF file" in reasons["scan.txt"] and "DOCX file" in reasons["page.html"]
+    assert "PDF data" in reasons["scan.txt"] and "DOCX data" in reasons["page.html"]
     assert "binary, not HTML" in reasons["noise.html"]
     text = stored_text(site)
     assert "genuine note" in text and "%PDF" not in text and "PK\x03\x04" not in text
-    with pytest.raises(LoaderError, match="PNG file"):
+    with pytest.raises(LoaderError, match="PNG data"):
         from rag_core.ingest.loaders import load_bytes
 
         load_bytes(b"\x89PNG\r\n\x1a\n" + b"<html><body>x</body></html>", "html", name="pic.html")

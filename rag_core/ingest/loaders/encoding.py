@@ -108,9 +108,33 @@ def refuse_binary_format(data: bytes) -> None:
 
     kind = filetype.guess(data[:8192])
     if kind is not None:
-        raise LoaderError(f"Cannot decode text: the content is a {kind.extension.upper()} file ({kind.mime}), not UTF-8 text. Rename it "
+        raise LoaderError(f"Cannot decode text: the content is {kind.extension.upper()} data ({kind.mime}), not UTF-8 text. Rename it "
                           f"with its real suffix (.{kind.extension}) when that type is supported, or leave it out.",
                           details={"reason": "binary_format", "detected": kind.mime})
+
+
+def _utf16_without_bom(data: bytes) -> tuple[str, dict[str, Any]] | None:
+    """UTF-16 text saved without a byte-order mark (its NULs all on one side of each pair), else None.
+
+    Such a file was refused as binary for its NUL bytes; binary files have NULs at both parities.
+    """
+    if len(data) % 2:
+        return None
+    odd = data[1::2].count(0)
+    even = data[0::2].count(0)
+    if odd and not even:
+        encoding = "utf-16-le"
+    elif even and not odd:
+        encoding = "utf-16-be"
+    else:
+        return None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    if implausibility(text) > 0.02:
+        return None
+    return text, {"encoding": encoding}
 
 
 def decode_text(data: bytes) -> tuple[str, dict[str, Any]]:
@@ -127,6 +151,9 @@ def decode_text(data: bytes) -> tuple[str, dict[str, Any]]:
                 raise LoaderError(_UNDECODABLE, details={"reason": f"{encoding} BOM but the text looks binary"})
             return text, {"encoding": "utf-8" if encoding == "utf-8-sig" else encoding}
     if b"\x00" in data:
+        utf16 = _utf16_without_bom(data)
+        if utf16 is not None:
+            return utf16
         raise LoaderError("Cannot decode text: the file looks binary (it contains NUL bytes); "
                           "give a text file or convert it to UTF-8 text.", details={"reason": "NUL bytes"})
     try:
