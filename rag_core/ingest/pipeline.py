@@ -19,6 +19,7 @@ from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
 from rag_core.security.paths import entry_problem, read_regular_file
+from rag_core.security.text import file_name_problem
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -165,6 +166,11 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                     shown_path(full), "failed",
                     reason="the file name is not valid UTF-8 (it was written in another encoding); rename it, "
                            "e.g. with `convmv -f cp1251 -t utf-8 --notest FILE`"))
+                continue
+            bad_name = file_name_problem(full.name)
+            if bad_name and full.suffix.lower() in SUPPORTED_TYPES:
+                # Such a name passes for another in every list that shows it ("report\u202etxt.exe.md").
+                problems.append(SourceOutcome(shown_path(full), "failed", reason=bad_name))
                 continue
             if full.suffix.lower() not in SUPPORTED_TYPES:
                 status = "failed" if single else "skipped"
