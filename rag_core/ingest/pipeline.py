@@ -19,7 +19,7 @@ from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
 from rag_core.security.paths import entry_problem, read_regular_file
-from rag_core.security.text import file_name_problem
+from rag_core.security.text import file_name_problem, visible_title
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -331,7 +331,7 @@ class IngestPipeline:
         pieces = chunk_text(text, self.settings.chunk_size, self.settings.chunk_overlap, pages=loaded.pages or None)
         if not pieces:
             raise LoaderError("the document has no text")
-        title = (loaded.title or Path(item.source.rstrip("/")).name or item.source).strip()
+        title = visible_title((loaded.title or Path(item.source.rstrip("/")).name or item.source).strip())
         doc_language = loaded.language if loaded.language in ("ru", "en", "ja") else detect_language(text)
         chunks = []
         for piece in pieces:

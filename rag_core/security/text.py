@@ -37,6 +37,14 @@ def hidden_character(value: str) -> str | None:
     return f"the invisible character U+{ord(hidden.group()):04X} at position {hidden.start()}"
 
 
+def visible_title(value: str) -> str:
+    """A title taken from a document's own content (PDF metadata, a heading, <title>) without its control and
+    text-direction characters: line breaks and tabs become spaces, the rest is removed."""
+    if not _HIDDEN.search(value):
+        return value
+    return " ".join(_HIDDEN.sub(lambda m: " " if m.group() in "\t\n\r\x0b\x0c" else "", value).split())
+
+
 def file_name_problem(name: str) -> str | None:
     """Why a file's name cannot be a document's source (it holds a control or text-direction character), or None."""
     hidden = hidden_character(name)

@@ -26,3 +26,16 @@ def test_a_folder_file_with_a_hidden_character_fails_and_the_rest_goes_in(wb, si
     assert "U+202E" in failed["report\u202etxt.exe.md"]
     text = stored_text(site)
     assert "fire exits" in text and "reversed name" not in text
+
+
+def test_a_title_taken_from_the_document_loses_its_hidden_characters(wb, site, tmp_path: Path) -> None:
+    from filebuilders import make_pdf
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Quarterly \x1b]0;owned\x07report\n\n" + "Figures for the warehouse. " * 20,
+                                 encoding="utf-8")
+    (folder / "b.pdf").write_bytes(make_pdf(["Payment details for the order."], title="invoice\u202efdp.exe"))
+    assert wb.ingest_paths([folder], site_id=site).count("indexed") == 2
+    titles = {Path(d["source"]).name: d["title"] for d in wb.documents(site_id=site)}
+    assert titles == {"a.md": "Quarterly ]0;ownedreport", "b.pdf": "invoicefdp.exe"}
