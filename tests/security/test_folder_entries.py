@@ -105,3 +105,18 @@ def test_a_file_rewritten_during_the_run_is_failed_and_its_stored_version_kept(w
     assert outcome.status == "failed" and "changed while it was being ingested" in outcome.reason
     text = stored_text(site)
     assert "version one" in text and "version two" not in text and "version three" not in text
+
+
+def test_a_file_deleted_during_the_run_is_failed_by_name(wb, site, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nAlpha stays the same between runs.\n", encoding="utf-8")
+    assert wb.ingest_paths([folder], site_id=site).count("indexed") == 1
+    (folder / "b.md").write_text("# Beta\n\nBeta arrives and leaves during the run.\n", encoding="utf-8")
+
+    def remove(progress) -> None:  # after a.md is found unchanged, before b.md is loaded
+        (folder / "b.md").unlink(missing_ok=True)
+
+    report = wb.ingest_paths([folder], site_id=site, progress=remove)
+    outcome = next(o for o in report.outcomes if o.source.endswith("b.md"))
+    assert outcome.status == "failed" and "moved or deleted during the run" in outcome.reason
