@@ -17,6 +17,9 @@ from rag_core.units import human_size
 
 SOURCES_LISTED = 500
 
+# Failed and skipped files listed by name after an ingest; the rest are counted.
+SHOWN = 20
+
 
 @app.command()
 @run_safely
@@ -52,12 +55,14 @@ def ingest(
         out.print(f"Indexed {summary['indexed']} new and {summary['updated']} changed documents "
                   f"({summary['chunks']} chunks); {summary['unchanged']} unchanged, "
                   f"{summary['skipped']} skipped, {summary['failed']} failed in {summary['duration_s']:.1f} s.")
-        for err in summary["errors"]:
+        for err in summary["errors"][:SHOWN]:
             out.print(f"  [red]failed[/red] {markup_text(err['source'])}: {markup_text(err['reason'])}")
-        for skip in summary["skipped_sources"][:20]:
+        if len(summary["errors"]) > SHOWN:  # a folder of 100,000 broken files printed 100,000 lines
+            out.print(f"  ... and {len(summary['errors']) - SHOWN} more failed (`--json` lists them all)")
+        for skip in summary["skipped_sources"][:SHOWN]:
             out.print(f"  [yellow]skipped[/yellow] {markup_text(skip['source'])}: {markup_text(skip['reason'])}")
-        if len(summary["skipped_sources"]) > 20:
-            out.print(f"  ... and {len(summary['skipped_sources']) - 20} more skipped")
+        if len(summary["skipped_sources"]) > SHOWN:
+            out.print(f"  ... and {len(summary['skipped_sources']) - SHOWN} more skipped")
         _print_vanished(vanished, prune)
     if summary["failed"] and not (summary["indexed"] or summary["updated"] or summary["unchanged"]):
         raise typer.Exit(code=1)
@@ -72,10 +77,10 @@ def _print_vanished(vanished: list[str], pruned: bool) -> None:
     else:
         console.print(f"[yellow]{len(vanished)} stored source(s) under these folders no longer exist on disk "
                       "and are still searched[/yellow]; `rag ingest --prune` (with the same folders) removes them:")
-    for source in vanished[:20]:
+    for source in vanished[:SHOWN]:
         out.print(f"  {source}", markup=False)
-    if len(vanished) > 20:
-        out.print(f"  ... and {len(vanished) - 20} more")
+    if len(vanished) > SHOWN:
+        out.print(f"  ... and {len(vanished) - SHOWN} more")
 
 
 @app.command()

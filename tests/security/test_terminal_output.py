@@ -43,3 +43,15 @@ def test_ingest_search_and_listing_print_no_escape_sequences(cli_env, site, tmp_
     for output in outputs:
         assert not any(ch in output for ch in "\x1b\x07\x9b"), repr(output[:400])
     assert "\\x1b]0;owned" in outputs[1]  # the sequence is visible as text, not lost
+
+
+def test_a_folder_of_many_broken_files_lists_twenty_and_counts_the_rest(cli_env, site, tmp_path: Path) -> None:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    for n in range(300):
+        (folder / f"e{n:03d}.md").write_bytes(b"")
+    (folder / "ok.md").write_text("# Ok\n\nOne readable note.\n", encoding="utf-8")
+    result = runner.invoke(app, ["ingest", str(folder), "--site", site])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("File is empty") == 20
+    assert "... and 280 more failed (`--json` lists them all)" in result.stdout
