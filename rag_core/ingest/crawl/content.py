@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders import LoadedDocument, load_bytes, load_html_bytes
-from rag_core.ingest.loaders.encoding import refuse_binary_format
+from rag_core.ingest.loaders.encoding import refuse_binary_format, web_codec
 
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 TEXT_TYPES = {"text/plain"}
@@ -59,12 +59,8 @@ def sniff_type(data: bytes) -> str:
 
 
 def _decode(raw: RawResponse) -> str | None:
-    if raw.charset:
-        try:
-            return raw.body.decode(raw.charset, errors="replace")
-        except LookupError:
-            return None
-    return None
+    codec = web_codec(raw.charset) if raw.charset else None  # an exotic codec is ignored: the body is sniffed
+    return raw.body.decode(codec, errors="replace") if codec else None
 
 
 def load_document(raw: RawResponse) -> LoadedDocument:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Any
 
@@ -11,7 +10,7 @@ import trafilatura
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
-from rag_core.ingest.loaders.encoding import BOMS, detect_encoding, implausibility, refuse_binary_format
+from rag_core.ingest.loaders.encoding import BOMS, detect_encoding, implausibility, refuse_binary_format, web_codec
 from rag_core.limits import HTML_MAX_EXTRACTOR_TAGS, HTML_MAX_MARKUP_CHARS
 
 _DROP_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template", "svg", "iframe",
@@ -36,11 +35,12 @@ def _decode_html(data: bytes) -> tuple[str, str]:
         pass
     m = _META_CHARSET.search(data[:4096])
     if m:
-        declared = m.group(1).decode("ascii", errors="ignore")
-        try:
-            return data.decode(declared), codecs.lookup(declared).name
-        except (LookupError, UnicodeDecodeError):
-            pass
+        declared = web_codec(m.group(1).decode("ascii", errors="ignore"))
+        if declared:
+            try:
+                return data.decode(declared), declared
+            except UnicodeDecodeError:
+                pass
     detected = detect_encoding(data)
     if detected is not None:
         return detected[0], detected[1]
