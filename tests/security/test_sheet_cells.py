@@ -75,3 +75,19 @@ def test_a_shared_strings_table_of_600_000_strings_is_refused_before_openpyxl_re
 
 def test_a_workbook_with_a_modest_strings_table_loads() -> None:
     assert "Item: tea; Price: 3" in load_bytes(many_strings_xlsx(1_000), "xlsx", name="ok.xlsx").text
+
+
+def test_a_csv_of_twenty_million_separators_is_refused_before_csv_builds_the_row() -> None:
+    import tracemalloc
+
+    data = b"a,b\n" + b"," * 20_500_000 + b"\n"
+    size = len(data)
+    tracemalloc.start()
+    try:
+        with pytest.raises(LoaderError) as err:
+            load_bytes(data, "csv", name="commas.csv")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * size, f"peak {peak:,} bytes for a {size:,}-byte file"  # 447,613,681 when csv built the row
+    assert "more than 20,000,000 ',' separators" in err.value.message

@@ -129,6 +129,11 @@ def load_csv(data: bytes, stem: str, url: str | None) -> LoadedDocument:
         skip_space = bool(dialect.skipinitialspace)
     except csv.Error:
         delimiter, quotechar, skip_space = ",", '"', False
+    if text.count(delimiter) > MAX_SHEET_CELLS:
+        # csv builds a whole row before it is seen: 20 MB of commas was one row of 20 million cells (458 MB).
+        raise LoaderError(f"The CSV holds more than {MAX_SHEET_CELLS:,} '{delimiter}' separators, so more cells "
+                          "than are read from one table; split the file.",
+                          details={"limit": MAX_SHEET_CELLS, "delimiter": delimiter})
     try:
         reader = csv.reader(io.StringIO(text), delimiter=delimiter, quotechar=quotechar,
                             skipinitialspace=skip_space)
