@@ -33,6 +33,21 @@ ARCHIVE_MAX_TOTAL_BYTES = 200_000_000
 # Office XML compresses about 5-20 fold; a member over 1 MB that shrank more than 100 fold is a bomb.
 ARCHIVE_MAX_RATIO = 100
 ARCHIVE_RATIO_FLOOR_BYTES = 1_000_000
+# Cells read from one spreadsheet, empty ones included: a row is read as wide as its last cell, so one cell in
+# column XFD makes it 16,384 cells (a 108 KB .xlsx of such rows cost 14 s of CPU and held no text).
+MAX_SHEET_CELLS = 20_000_000
+# A PDF's page contents once inflated, counted per page (pages may share one stream): text extraction reads
+# about half a megabyte a second, and 20 pages sharing one 1 MB stream in a 5 KB file cost 55 s.
+PDF_MAX_CONTENT_BYTES = 100_000_000
+# Strings in a workbook's shared-strings table: openpyxl reads each one as an object (about 20 us and 250 bytes on
+# the test machine), before a single row; a 4.5 MB .xlsx of a million took 19 s and 250 MB and gave no text.
+XLSX_MAX_SHARED_STRINGS = 500_000
+# HTML: trafilatura spends about 55 us per element (a 1 MB page of 125,000 paragraphs took 9.6 s, and a 5 MB crawled
+# page four times that); past this many tags the page is read by lxml alone, twenty times faster. No page is
+# parsed past HTML_MAX_MARKUP_CHARS: the tree costs about 45 bytes of memory per character of markup.
+HTML_MAX_EXTRACTOR_TAGS = 100_000
+HTML_MAX_MARKUP_CHARS = 10_000_000
+PDF_MAX_CONTENT_RATIO = 100
 
 
 def check_text_length(text: str | None, limit: int, field: str) -> None:

@@ -27,7 +27,7 @@ from rag_core.ingest.pipeline import (
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
 from rag_core.security.ids import DEFAULT_SITE
-from rag_core.security.text import check_label
+from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
 from rag_core.search.types import ChunkHit
@@ -194,6 +194,10 @@ class Workbench:
             return SourceOutcome(source or name, "failed", site_id=site_id,
                                  reason=unsupported_reason(name))
         src = source or name
+        bad_name = file_name_problem(name)
+        if bad_name:
+            return SourceOutcome(src, "failed", site_id=site_id, reason=bad_name)
+        check_label(source, "source")
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
                           metadata={"file_name": name, "uploaded": True})

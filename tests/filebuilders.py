@@ -35,6 +35,19 @@ def make_pdf(sentences: list[str], title: str | None = None, author: str | None 
     return bytes(pdf.output())
 
 
+def pdf_of(objects: dict[int, bytes]) -> bytes:
+    """A PDF of these numbered objects (1 is the catalog), written by hand with a correct xref table."""
+    out, offsets = bytearray(b"%PDF-1.4\n"), {}
+    for i in sorted(objects):
+        offsets[i] = len(out)
+        out += b"%d 0 obj\n" % i + objects[i] + b"\nendobj\n"
+    xref, size = len(out), max(objects) + 1
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    out += b"".join(b"%010d 00000 n \n" % offsets[i] for i in range(1, size))
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
+    return bytes(out)
+
+
 def pdf_sentences() -> list[str]:
     """Three pages with a Russian one when a Cyrillic font is available, else two English pages."""
     return PAGE_SENTENCES if DEJAVU.exists() else PAGE_SENTENCES[:2]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from rag_core.cli.common import app, console
+from rag_core.cli.common import app, console, markup_text
 from rag_core.errors import RagError
 
 # Each import registers its commands on `app`.
@@ -29,7 +29,7 @@ def main() -> None:
     try:
         app()
     except RagError as exc:
-        console.print(f"[red]Error ({exc.code}):[/red] {exc.message}")
+        console.print(f"[red]Error ({exc.code}):[/red] {markup_text(exc.message)}")
         sys.exit(1)
 
 

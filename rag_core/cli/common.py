@@ -8,6 +8,8 @@ from typing import Any, Callable, List
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperGroup
 
 from rag_core.errors import RagError
@@ -17,13 +19,42 @@ app = typer.Typer(help="RAG workbench: ingest documents, search them, chat with 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-console = Console(stderr=True)
-out = Console(highlight=False, soft_wrap=True)
+# Control characters shown as text (\x1b) instead of reaching the terminal: a document's title, text or file
+# name carrying ESC sequences could retitle the terminal, clear the screen, hide or rewrite lines.
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0)]}
+# In JSON the C0 controls are already escaped by json.dumps; DEL and C1 ones become \u escapes.
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in [0x7f, *range(0x80, 0xa0)]}
+
+
+def terminal_text(text: str) -> str:
+    """Text safe to print: control characters other than tab and line feed spelled out as \\xNN."""
+    return text.translate(_CONTROLS)
+
+
+def markup_text(value: object) -> str:
+    """A value inside a rich markup string: its brackets escaped so it is shown, not read as styles."""
+    return escape(str(value))
+
+
+class TerminalConsole(Console):
+    """A rich Console that spells out control characters of every string it renders (tables included)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(terminal_text(text), **kwargs)
+
+
+def echo(text: str, *, nl: bool = True, err: bool = False, json_text: bool = False) -> None:
+    """typer.echo of text from documents and callers, its control characters spelled out."""
+    typer.echo(text.translate(_JSON_CONTROLS) if json_text else terminal_text(text), nl=nl, err=err)
+
+
+console = TerminalConsole(stderr=True)
+out = TerminalConsole(highlight=False, soft_wrap=True)
 
 
 def _fail(exc: RagError) -> None:
     """Every RagError ends the command with its message and code, never a traceback."""
-    console.print(f"[red]Error ({exc.code}):[/red] {exc.message}")
+    console.print(f"[red]Error ({exc.code}):[/red] {markup_text(exc.message)}")
     raise typer.Exit(code=1)
 
 
@@ -60,4 +91,4 @@ def workbench():
 
 
 def print_json(data: Any) -> None:
-    out.print_json(json.dumps(data, default=str, ensure_ascii=False))
+    out.print_json(json.dumps(data, default=str, ensure_ascii=False).translate(_JSON_CONTROLS))

@@ -11,11 +11,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rag_core.cli import common
-from rag_core.cli.common import app, console, db_app, out, print_json, run_safely
+from rag_core.cli.common import app, console, db_app, echo, markup_text, out, print_json, run_safely
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.units import human_size
 
 SOURCES_LISTED = 500
+
+# Failed and skipped files listed by name after an ingest; the rest are counted.
+SHOWN = 20
 
 
 @app.command()
@@ -52,12 +55,14 @@ def ingest(
         out.print(f"Indexed {summary['indexed']} new and {summary['updated']} changed documents "
                   f"({summary['chunks']} chunks); {summary['unchanged']} unchanged, "
                   f"{summary['skipped']} skipped, {summary['failed']} failed in {summary['duration_s']:.1f} s.")
-        for err in summary["errors"]:
-            out.print(f"  [red]failed[/red] {err['source']}: {err['reason']}")
-        for skip in summary["skipped_sources"][:20]:
-            out.print(f"  [yellow]skipped[/yellow] {skip['source']}: {skip['reason']}")
-        if len(summary["skipped_sources"]) > 20:
-            out.print(f"  ... and {len(summary['skipped_sources']) - 20} more skipped")
+        for err in summary["errors"][:SHOWN]:
+            out.print(f"  [red]failed[/red] {markup_text(err['source'])}: {markup_text(err['reason'])}")
+        if len(summary["errors"]) > SHOWN:  # a folder of 100,000 broken files printed 100,000 lines
+            out.print(f"  ... and {len(summary['errors']) - SHOWN} more failed (`--json` lists them all)")
+        for skip in summary["skipped_sources"][:SHOWN]:
+            out.print(f"  [yellow]skipped[/yellow] {markup_text(skip['source'])}: {markup_text(skip['reason'])}")
+        if len(summary["skipped_sources"]) > SHOWN:
+            out.print(f"  ... and {len(summary['skipped_sources']) - SHOWN} more skipped")
         _print_vanished(vanished, prune)
     if summary["failed"] and not (summary["indexed"] or summary["updated"] or summary["unchanged"]):
         raise typer.Exit(code=1)
@@ -72,10 +77,10 @@ def _print_vanished(vanished: list[str], pruned: bool) -> None:
     else:
         console.print(f"[yellow]{len(vanished)} stored source(s) under these folders no longer exist on disk "
                       "and are still searched[/yellow]; `rag ingest --prune` (with the same folders) removes them:")
-    for source in vanished[:20]:
-        out.print(f"  {source}")
-    if len(vanished) > 20:
-        out.print(f"  ... and {len(vanished) - 20} more")
+    for source in vanished[:SHOWN]:
+        out.print(f"  {source}", markup=False)
+    if len(vanished) > SHOWN:
+        out.print(f"  ... and {len(vanished) - SHOWN} more")
 
 
 @app.command()
@@ -88,10 +93,10 @@ def delete(
     with common.workbench() as wb:
         result = wb.delete_source(source, site_id=site)
     if not result["documents"]:
-        console.print(f"[yellow]No document with source {source!r}.[/yellow] `rag status --sources` lists them.")
+        console.print(f"[yellow]No document with source {markup_text(repr(source))}.[/yellow] `rag status --sources` lists them.")
         raise typer.Exit(code=1)
     sites = f"{result['documents']} documents, one per site, " if result["documents"] > 1 else ""
-    out.print(f"Deleted: {source} ({sites}{result['chunks']} chunks)")
+    out.print(f"Deleted: {markup_text(source)} ({sites}{result['chunks']} chunks)")
 
 
 @app.command()
@@ -141,7 +146,7 @@ def _print_sources(docs: list[Any], total: int, as_json: bool) -> None:
                      "chunks": d["chunk_count"], "indexed_at": d["indexed_at"].isoformat()} for d in docs])
         return
     for d in docs:
-        typer.echo(f"{d['site_id']}\t{d['file_type']}\t{d['chunk_count']} chunks\t"
+        echo(f"{d['site_id']}\t{d['file_type']}\t{d['chunk_count']} chunks\t"
                    f"{d['indexed_at']:%Y-%m-%d %H:%M}\t{d['source']}")
     if total > len(docs):
         console.print(f"... and {total - len(docs)} more; `--site` narrows the list.")

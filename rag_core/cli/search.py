@@ -17,9 +17,9 @@ FORMATS = ("text", "json", "markdown")
 def _error(exc: RagError, fmt: str) -> None:
     """The search spec's error JSON with --format json, one line otherwise; exit 1 either way."""
     if fmt == "json":
-        typer.echo(json.dumps(exc.to_dict(), ensure_ascii=False, default=str))
+        common.echo(json.dumps(exc.to_dict(), ensure_ascii=False, default=str), json_text=True)
     else:
-        typer.echo(f"Error ({exc.code}): {exc.message}", err=True)
+        common.echo(f"Error ({exc.code}): {exc.message}", err=True)
     raise typer.Exit(code=1)
 
 
@@ -55,10 +55,10 @@ def search(
         return
     from rag_core.search.render import render_markdown, render_text
 
-    # typer.echo, not rich: rich would turn ":name:" inside documents into emoji.
+    # echo, not rich: rich would turn ":name:" inside documents into emoji.
     if fmt == "json":
-        typer.echo(json.dumps(response, ensure_ascii=False, default=str))
+        common.echo(json.dumps(response, ensure_ascii=False, default=str), json_text=True)
     elif fmt == "markdown":
-        typer.echo(render_markdown(response), nl=False)
+        common.echo(render_markdown(response), nl=False)
     else:
-        typer.echo(render_text(response), nl=False)
+        common.echo(render_text(response), nl=False)

@@ -18,7 +18,8 @@ from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
-from rag_core.ingest.loaders.files import check_size
+from rag_core.security.paths import entry_problem, read_regular_file
+from rag_core.security.text import file_name_problem, visible_title
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
 from rag_core.textproc import detect_language, embedding_input, fts_text
@@ -132,7 +133,8 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
             problems.append(SourceOutcome(shown_path(Path(raw)), "failed", reason="path does not exist"))
             continue
         root = root.resolve()
-        if root.is_file():
+        single = not root.is_dir()
+        if single:
             candidates = [(root, root.name)]
         else:
             candidates = []
@@ -148,6 +150,12 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                 continue
             if exclude and _matches(rel, full.name, exclude):
                 continue
+            # A link to a file outside the folder, a FIFO, a socket or a device is never opened.
+            target, problem = entry_problem(full, full.parent if single else root)
+            if problem is not None:
+                problems.append(SourceOutcome(shown_path(full), "failed" if single else "skipped", reason=problem))
+                continue
+            full = target
             if full in seen:
                 continue
             seen.add(full)
@@ -159,8 +167,13 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
                     reason="the file name is not valid UTF-8 (it was written in another encoding); rename it, "
                            "e.g. with `convmv -f cp1251 -t utf-8 --notest FILE`"))
                 continue
+            bad_name = file_name_problem(full.name)
+            if bad_name and full.suffix.lower() in SUPPORTED_TYPES:
+                # Such a name passes for another in every list that shows it ("report\u202etxt.exe.md").
+                problems.append(SourceOutcome(shown_path(full), "failed", reason=bad_name))
+                continue
             if full.suffix.lower() not in SUPPORTED_TYPES:
-                status = "failed" if root.is_file() else "skipped"
+                status = "failed" if single else "skipped"
                 problems.append(SourceOutcome(
                     str(full), status,
                     reason=unsupported_reason(full.name),
@@ -171,15 +184,31 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
 
 
 def file_item(path: Path, site_id: str, max_bytes: int) -> SourceItem:
-    """A SourceItem for a file; its hash is the hash of its bytes."""
-    stat = path.stat()
-    check_size(stat.st_size, max_bytes, path.name)
-    data = path.read_bytes()
+    """A SourceItem for a file; its hash is the hash of its bytes.
+
+    The bytes are read again when the file is loaded, not kept: a folder's items held every file's bytes
+    until the run ended (a 763 MB folder took the process to 883 MB). The second read must hash the same.
+    """
+    data, stat = read_regular_file(path, max_bytes)
+    digest = sha256(data)
+    del data
     source = path.as_posix()
+
+    def load() -> LoadedDocument:
+        try:
+            again, _ = read_regular_file(path, max_bytes)
+        except OSError as exc:
+            raise LoaderError(f"{path.name} could not be read again ({exc.strerror or exc}): it was moved or "
+                              "deleted during the run; ingest it again if it is still wanted.",
+                              details={"file": path.name}) from exc
+        if sha256(again) != digest:
+            raise LoaderError(f"{path.name} changed while it was being ingested; ingest it again once it is "
+                              "completely written.", details={"file": path.name})
+        return load_bytes(again, SUPPORTED_TYPES[path.suffix.lower()], name=path.name)
+
     return SourceItem(
-        source=source, site_id=site_id, content_hash=sha256(data), file_size=stat.st_size,
-        category=category_for(source),
-        load=lambda: load_bytes(data, SUPPORTED_TYPES[path.suffix.lower()], name=path.name),
+        source=source, site_id=site_id, content_hash=digest, file_size=stat.st_size,
+        category=category_for(source), load=load,
         doc_date=datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc),
         metadata={"file_name": path.name,
                   "modified_at": datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc).isoformat(),
@@ -302,7 +331,7 @@ class IngestPipeline:
         pieces = chunk_text(text, self.settings.chunk_size, self.settings.chunk_overlap, pages=loaded.pages or None)
         if not pieces:
             raise LoaderError("the document has no text")
-        title = (loaded.title or Path(item.source.rstrip("/")).name or item.source).strip()
+        title = visible_title((loaded.title or Path(item.source.rstrip("/")).name or item.source).strip())
         doc_language = loaded.language if loaded.language in ("ru", "en", "ja") else detect_language(text)
         chunks = []
         for piece in pieces:

@@ -17,9 +17,9 @@ def _marked(result: SearchDocument) -> list[str]:
 
 def _md_plain(text: str) -> str:
     """Document text inside markdown output: its own emphasis markers dropped (a bold word of the source
-    would otherwise meet the highlight's ** as "****word****"), a lone * and brackets escaped."""
+    would otherwise meet the highlight's ** as "****word****"), a lone * and what _md_escape escapes."""
     text = re.sub(r"\*{2,}|(?<!\w)_{2,}|_{2,}(?!\w)", "", text)
-    return _md_escape(text.replace("*", "\\*"))
+    return _md_escape(text).replace("*", "\\*")
 
 
 def _md_marked(result: SearchDocument) -> list[str]:
@@ -118,18 +118,27 @@ def render_text(resp: SearchResponse) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("[", "\\[").replace("]", "\\]")
+    """Text from documents and callers as markdown text: no link, image (`![x](url)` loads as soon as it is shown),
+    autolink or raw HTML of theirs renders. Backslashes first, so `\\[` in the text cannot undo an escape."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("<", "\\<")
+
+
+def _md_code(text: str) -> str:
+    """`text` as a code span whose fence is longer than any run of backticks inside it."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render_markdown(resp: SearchResponse) -> str:
     """Markdown: a heading per document, highlights as quotes with **term**, context as a list."""
-    lines = [f"## Search: {resp['query']}", "", f"_{header_line(resp)}_", ""]
+    lines = [f"## Search: {_md_plain(resp['query'])}", "", f"_{_md_plain(header_line(resp))}_", ""]
     if past_last_page(resp):
         lines += [past_last_page(resp), ""]
     for n, r in enumerate(resp["results"], (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1):
         lines.append(f"### {n}. {_md_escape(r['title'])} ({r['relevance_score']:.2f})")
         lines.append("")
-        lines.append(f"`{r['file_path']}` · {_meta(r, _several_sites(resp))}")
+        lines.append(f"{_md_code(r['file_path'])} · {_meta(r, _several_sites(resp))}")
         lines.append("")
         for h in _md_marked(r):
             lines.append(f"> {h}")
@@ -137,7 +146,7 @@ def render_markdown(resp: SearchResponse) -> str:
         chunks = r.get("context_chunks") or []
         if chunks:
             for c in chunks:
-                lines.append(f"- *{_chunk_label(c)}*: {_snippet(c['text'])}")
+                lines.append(f"- *{_chunk_label(c)}*: {_md_plain(_snippet(c['text']))}")
             lines.append("")
     types, dates = _facets(resp)
     if types or dates:
@@ -149,5 +158,5 @@ def render_markdown(resp: SearchResponse) -> str:
             lines.append(f"- dates: {dates}")
         lines.append("")
     if resp.get("suggestions"):
-        lines.append("**Suggestions:** " + " · ".join(resp["suggestions"]))
+        lines.append("**Suggestions:** " + " · ".join(_md_plain(s) for s in resp["suggestions"]))
     return "\n".join(lines).rstrip() + "\n"

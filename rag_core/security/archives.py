@@ -11,13 +11,14 @@ near the caller's byte cap however small the network chunks are.
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 import zlib
 
 from rag_core.errors import LoaderError
 from rag_core.limits import (
     ARCHIVE_MAX_MEMBER_BYTES, ARCHIVE_MAX_MEMBERS, ARCHIVE_MAX_RATIO, ARCHIVE_MAX_TOTAL_BYTES,
-    ARCHIVE_RATIO_FLOOR_BYTES,
+    ARCHIVE_RATIO_FLOOR_BYTES, XLSX_MAX_SHARED_STRINGS,
 )
 
 
@@ -53,6 +54,51 @@ def check_office_zip(data: bytes, kind: str) -> None:
                         member=member.filename, size=size, ratio=round(ratio))
     if total > ARCHIVE_MAX_TOTAL_BYTES:
         raise _bomb(f"The {kind} file unpacks to {total} bytes; the limit is {ARCHIVE_MAX_TOTAL_BYTES}.", size=total)
+
+
+_OVERRIDE = re.compile(rb"<(?:\w+:)?Override\b[^>]*>")
+_PART_NAME = re.compile(rb'PartName\s*=\s*["\']/?([^"\']+)["\']')
+_SHARED_STRINGS_TYPE = b"spreadsheetml.sharedStrings+xml"
+_STRING_ITEM = re.compile(rb"<(?:\w+:)?si[\s>/]")
+_TYPES_MAX_BYTES = 1_000_000
+
+
+def check_xlsx_strings(data: bytes) -> None:
+    """Refuse a workbook whose shared-strings table holds more than XLSX_MAX_SHARED_STRINGS strings.
+
+    The table is the part `[Content_Types].xml` declares as shared strings (where openpyxl looks); its
+    items are counted while it is inflated piece by piece, before openpyxl reads them all into memory.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            if "[Content_Types].xml" not in names or archive.getinfo("[Content_Types].xml").file_size > _TYPES_MAX_BYTES:
+                return  # openpyxl reports the file as not a workbook
+            types = archive.read("[Content_Types].xml")
+            parts = [m.group(1).decode("utf-8", "replace") for o in _OVERRIDE.finditer(types)
+                     if _SHARED_STRINGS_TYPE in o.group() and (m := _PART_NAME.search(o.group()))]
+            for part in parts:
+                if part in names:
+                    count = _count_items(archive, part)
+                    if count > XLSX_MAX_SHARED_STRINGS:
+                        raise _bomb(f"The XLSX file's shared-strings table holds more than {XLSX_MAX_SHARED_STRINGS:,} "
+                                    "strings; a workbook whose text fits one document holds far fewer.",
+                                    member=part, strings=count)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, zlib.error):
+        return
+
+
+def _count_items(archive: zipfile.ZipFile, part: str) -> int:
+    count, tail = 0, b""
+    with archive.open(part) as stream:
+        while chunk := stream.read(1 << 20):
+            window = tail + chunk
+            count += len(_STRING_ITEM.findall(window))
+            tail = window[-64:]
+            count -= len(_STRING_ITEM.findall(tail))  # an item cut by the boundary is counted in the next window
+            if count > XLSX_MAX_SHARED_STRINGS:
+                break
+    return count + len(_STRING_ITEM.findall(tail))
 
 
 class InflateLimitExceeded(Exception):

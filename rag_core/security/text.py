@@ -29,16 +29,39 @@ def text_problem(text: str) -> str | None:
 _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+def hidden_character(value: str) -> str | None:
+    """'the invisible character U+202E at position 7' for the first control or text-direction character, else None."""
+    hidden = _HIDDEN.search(value)
+    if hidden is None:
+        return None
+    return f"the invisible character U+{ord(hidden.group()):04X} at position {hidden.start()}"
+
+
+def visible_title(value: str) -> str:
+    """A title taken from a document's own content (PDF metadata, a heading, <title>) without its control and
+    text-direction characters: line breaks and tabs become spaces, the rest is removed."""
+    if not _HIDDEN.search(value):
+        return value
+    return " ".join(_HIDDEN.sub(lambda m: " " if m.group() in "\t\n\r\x0b\x0c" else "", value).split())
+
+
+def file_name_problem(name: str) -> str | None:
+    """Why a file's name cannot be a document's source (it holds a control or text-direction character), or None."""
+    hidden = hidden_character(name)
+    if hidden is None:
+        return None
+    return f"the file name contains {hidden}; rename the file without control and text-direction characters"
+
+
 def check_label(value: str | None, field: str) -> None:
     """Raise InvalidInput when a name shown to people (a document's source or title) holds control or
     bidirectional formatting characters: they let one name pass for another in every list that shows it."""
     if value is None:
         return
     check_storable(value, field)
-    hidden = _HIDDEN.search(value)
+    hidden = hidden_character(value)
     if hidden:
-        raise InvalidInput(f"{field} contains the invisible character U+{ord(hidden.group()):04X} at position "
-                           f"{hidden.start()}; remove control and text-direction characters from it.",
+        raise InvalidInput(f"{field} contains {hidden}; remove control and text-direction characters from it.",
                            details={"field": field})
 
 

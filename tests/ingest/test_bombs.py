@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from crawl_server import Route, article_html, base_url
-from filebuilders import make_docx, make_xlsx
+import pytest
+from filebuilders import make_docx, make_xlsx, pdf_of
 
+from rag_core.errors import LoaderError
+from rag_core.ingest.loaders import load_bytes
 from rag_core.limits import MAX_DOCUMENT_CHARS
 
 MB = 1_000_000
@@ -123,15 +126,7 @@ def page_tree_bomb(fanout: int, depth: int) -> bytes:
     stream = b"BT /F1 12 Tf 72 720 Td (hello bomb) Tj ET"
     objs[n + 1] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"
     objs[n + 2] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
-    out, offsets = bytearray(b"%PDF-1.4\n"), {}
-    for i in sorted(objs):
-        offsets[i] = len(out)
-        out += b"%d 0 obj\n" % i + objs[i] + b"\nendobj\n"
-    xref, size = len(out), max(objs) + 1
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
-    out += b"".join(b"%010d 00000 n \n" % offsets[i] for i in range(1, size))
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
-    return bytes(out)
+    return pdf_of(objs)
 
 
 def test_a_pdf_page_tree_bomb_is_refused_before_extraction(wb, site) -> None:
@@ -142,3 +137,59 @@ def test_a_pdf_page_tree_bomb_is_refused_before_extraction(wb, site) -> None:
     assert outcome.status == "failed"
     assert "10000 pages but only 1 distinct page objects" in outcome.reason
     assert wb.ingest_bytes("one.pdf", page_tree_bomb(1, 1), site_id=site).status == "indexed"
+
+
+FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def flate_stream(data: bytes, extra: bytes = b"") -> bytes:
+    packed = zlib.compress(data, 9)
+    return b"<< %s/Length %d /Filter /FlateDecode >>\nstream\n" % (extra, len(packed)) + packed + b"\nendstream"
+
+
+def shared_content_bomb(pages: int, stream_bytes: int) -> bytes:
+    """Distinct pages that all draw one content stream: `pages` times `stream_bytes` of text to extract."""
+    text = b"BT /F1 12 Tf 72 720 Td " + b"(x) Tj " * (stream_bytes // 7) + b" ET"
+    kids = b" ".join(b"%d 0 R" % (5 + i) for i in range(pages))
+    objs = {1: b"<< /Type /Catalog /Pages 2 0 R >>", 2: b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+            3: flate_stream(text), 4: FONT}
+    for i in range(pages):
+        objs[5 + i] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
+                       b"/Resources << /Font << /F1 4 0 R >> >> >>")
+    return pdf_of(objs)
+
+
+def form_bomb(draws: int, form_bytes: int) -> bytes:
+    """One page that draws the same form XObject `draws` times."""
+    form = b"BT /F1 12 Tf 72 720 Td " + b"(x) Tj " * (form_bytes // 7) + b" ET"
+    return pdf_of({
+        1: b"<< /Type /Catalog /Pages 2 0 R >>", 2: b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        3: flate_stream(b"/Fm0 Do " * draws), 4: FONT,
+        5: (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
+            b"/Resources << /Font << /F1 4 0 R >> /XObject << /Fm0 6 0 R >> >> >>"),
+        6: flate_stream(form, b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> "),
+    })
+
+
+@pytest.mark.parametrize("bomb", [shared_content_bomb(3, 1_000_000), form_bomb(300, 7_000)],
+                         ids=["pages-sharing-one-stream", "one-form-drawn-300-times"])
+def test_a_pdf_whose_pages_unpack_far_past_its_size_is_refused_before_extraction(wb, site, bomb) -> None:
+    """Three pages sharing one 1 MB stream, or a form drawn 300 times, in about 2 KB: seconds of extraction each
+    (20 pages took 55 s, 1,000 draws 11 s), minutes within the upload cap; refused before any text is read."""
+    assert len(bomb) < 3_000
+    outcome = wb.ingest_bytes("bomb.pdf", bomb, site_id=site)
+    assert outcome.status == "failed"
+    assert "drawing instructions" in outcome.reason and "decompression bomb" in outcome.reason
+
+
+def test_a_form_drawing_itself_is_refused_as_corrupt() -> None:
+    form = b"/Fm0 Do"
+    looped = pdf_of({
+        1: b"<< /Type /Catalog /Pages 2 0 R >>", 2: b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        3: flate_stream(b"/Fm0 Do"), 4: FONT,
+        5: (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
+            b"/Resources << /XObject << /Fm0 6 0 R >> >> >>"),
+        6: flate_stream(form, b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /XObject << /Fm0 6 0 R >> >> "),
+    })
+    with pytest.raises(LoaderError, match="nested more than 12 deep"):
+        load_bytes(looped, "pdf", name="loop.pdf")

@@ -130,6 +130,14 @@ def test_utf16_with_bom_is_decoded() -> None:
     assert doc.metadata["encoding"] == "utf-16"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("text", ["Пожарная безопасность зданий и сооружений.", "日本語のテキストファイルです。東京 2024",
+                                  "Plain notes about fire exits."])
+def test_utf16_without_a_bom_is_decoded_not_called_binary(text: str, encoding: str) -> None:
+    doc = load_bytes(text.encode(encoding), "txt", name="u.txt")
+    assert doc.text == text and doc.metadata["encoding"] == encoding
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_undecodable_binary_is_refused(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

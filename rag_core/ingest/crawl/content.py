@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders import LoadedDocument, load_bytes, load_html_bytes
+from rag_core.ingest.loaders.encoding import refuse_binary_format, web_codec
 
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 TEXT_TYPES = {"text/plain"}
@@ -58,17 +59,18 @@ def sniff_type(data: bytes) -> str:
 
 
 def _decode(raw: RawResponse) -> str | None:
-    if raw.charset:
-        try:
-            return raw.body.decode(raw.charset, errors="replace")
-        except LookupError:
-            return None
-    return None
+    codec = web_codec(raw.charset) if raw.charset else None  # an exotic codec is ignored: the body is sniffed
+    return raw.body.decode(codec, errors="replace") if codec else None
 
 
 def load_document(raw: RawResponse) -> LoadedDocument:
     """Bytes -> LoadedDocument by content type; any loader failure becomes a LoaderError."""
     try:
+        if raw.content_type not in PDF_TYPES:
+            if sniff_type(raw.body) == "application/pdf":
+                # A PDF served as text/html or text/plain (a misconfigured server) is read as the PDF it is.
+                return load_bytes(raw.body, "pdf", name=_name_from_url(raw.final_url), url=raw.final_url)
+            refuse_binary_format(raw.body)  # before a declared charset turns its bytes into text
         if raw.content_type in HTML_TYPES:
             text = _decode(raw)
             return load_html_bytes(text if text is not None else raw.body, url=raw.final_url)

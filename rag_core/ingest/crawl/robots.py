@@ -14,6 +14,7 @@ from typing import Any
 
 from rag_core.errors import CrawlRefused, FetchError
 from rag_core.ingest.crawl.content import RawResponse
+from rag_core.ingest.loaders.encoding import web_codec
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ async def load_robots(origin: str, fetch: Callable[[str], Awaitable[RawResponse]
     from protego import Protego
 
     try:
-        parser = Protego.parse(raw.body.decode(raw.charset or "utf-8", errors="replace"))
+        parser = Protego.parse(raw.body.decode(web_codec(raw.charset) or "utf-8", errors="replace"))
     except Exception:  # noqa: BLE001 - an unparsable robots.txt is treated like a missing one
         logger.warning("Unparsable robots.txt at %s; allowing all", robots_url, exc_info=True)
         return Robots(allow_all=True)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Any
 
@@ -11,7 +10,8 @@ import trafilatura
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
-from rag_core.ingest.loaders.encoding import BOMS, detect_encoding
+from rag_core.ingest.loaders.encoding import BOMS, detect_encoding, implausibility, refuse_binary_format, web_codec
+from rag_core.limits import HTML_MAX_EXTRACTOR_TAGS, HTML_MAX_MARKUP_CHARS
 
 _DROP_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template", "svg", "iframe",
               "head", "object", "canvas", "button", "select")
@@ -35,11 +35,12 @@ def _decode_html(data: bytes) -> tuple[str, str]:
         pass
     m = _META_CHARSET.search(data[:4096])
     if m:
-        declared = m.group(1).decode("ascii", errors="ignore")
-        try:
-            return data.decode(declared), codecs.lookup(declared).name
-        except (LookupError, UnicodeDecodeError):
-            pass
+        declared = web_codec(m.group(1).decode("ascii", errors="ignore"))
+        if declared:
+            try:
+                return data.decode(declared), declared
+            except UnicodeDecodeError:
+                pass
     detected = detect_encoding(data)
     if detected is not None:
         return detected[0], detected[1]
@@ -108,11 +109,13 @@ def _headings_apart(text: str, doc: Any) -> str:
 def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
     """Main text via trafilatura, falling back to lxml; None when the page has no text at all."""
     doc = None
+    tags = markup.count("<")
     try:
-        doc = trafilatura.bare_extraction(
-            markup, url=url, with_metadata=True, include_comments=False, include_tables=True,
-            favor_recall=True,
-        )
+        if tags <= HTML_MAX_EXTRACTOR_TAGS:
+            doc = trafilatura.bare_extraction(
+                markup, url=url, with_metadata=True, include_comments=False, include_tables=True,
+                favor_recall=True,
+            )
     except Exception:
         doc = None
     text = clean(getattr(doc, "text", None) or "") if doc is not None else ""
@@ -129,6 +132,8 @@ def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
     if not text:
         text = clean(fallback_text)
         meta["extractor"] = "lxml"
+        if tags > HTML_MAX_EXTRACTOR_TAGS:
+            meta["extractor_reason"] = f"{tags} tags; main-text extraction runs up to {HTML_MAX_EXTRACTOR_TAGS}"
     elif not fallback_text and len(text) < 500:
         # Nothing outside nav/header/footer/scripts: trafilatura's recall fallback returned menu links.
         text = ""
@@ -145,9 +150,19 @@ def load_html_bytes(data: bytes | str, url: str | None = None, stem: str = "") -
     without suffix) is the title when the page has none.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
+        refuse_binary_format(bytes(data))
         markup, encoding = _decode_html(bytes(data))
     else:
+        refuse_binary_format(data[:8192].encode("utf-8", errors="replace"))
         markup, encoding = data, None
+    if len(markup) > HTML_MAX_MARKUP_CHARS:
+        raise LoaderError(f"The HTML page is {len(markup):,} characters of markup; at most {HTML_MAX_MARKUP_CHARS:,} "
+                          "are parsed (its tree would take gigabytes). Split the page, or save it as text.",
+                          details={"chars": len(markup), "limit": HTML_MAX_MARKUP_CHARS})
+    if implausibility(markup) > 0.1:
+        raise LoaderError("Cannot decode text: the content is binary, not HTML (control characters and undecodable bytes); "
+                          "give an HTML page, or the file its real suffix.",
+                          details={"reason": "binary_format", "url": url} if url else {"reason": "binary_format"})
     doc = _extract_html(markup, url)
     if doc is None:
         raise LoaderError(f"HTML page {stem or url or ''!r} has no text (only markup, scripts or navigation); "

@@ -11,7 +11,8 @@ from typing import Any
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, check_text_size, clean, json_safe, normalise_newlines
 from rag_core.ingest.loaders.encoding import decode_text
-from rag_core.security.archives import check_office_zip
+from rag_core.limits import MAX_SHEET_CELLS
+from rag_core.security.archives import check_office_zip, check_xlsx_strings
 
 def _cell_text(value: Any) -> str:
     if value is None:
@@ -40,13 +41,23 @@ def _column_name(index: int) -> str:
     return name
 
 
-def _render_rows(rows: Iterable[Iterable[Any]]) -> tuple[list[str], int]:
-    """Rows as 'Header: value; ...' lines, the first non-empty row giving the headers."""
+def _render_rows(rows: Iterable[Iterable[Any]], cells: list[int]) -> tuple[list[str], int]:
+    """Rows as 'Header: value; ...' lines, the first non-empty row giving the headers.
+
+    `cells` holds the cells read so far from this file, empty ones included; past MAX_SHEET_CELLS it stops.
+    """
     headers: list[str] | None = None
     lines: list[str] = []
     count = 0
     chars = 0
     for raw in rows:
+        raw = list(raw)
+        cells[0] += len(raw)
+        if cells[0] > MAX_SHEET_CELLS:
+            raise LoaderError(
+                f"The table spans more than {MAX_SHEET_CELLS:,} cells, empty ones included (a row is read as wide as "
+                f"its last cell: this one has {len(raw):,}). Delete the stray cells far to the right or below the "
+                "data, or split the file.", details={"cells": cells[0], "limit": MAX_SHEET_CELLS, "row_width": len(raw)})
         values = [_cell_text(v) for v in raw]
         if not any(values):
             continue
@@ -71,6 +82,7 @@ def load_xlsx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     import openpyxl
 
     check_office_zip(data, "XLSX")
+    check_xlsx_strings(data)
     try:
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:
@@ -81,11 +93,12 @@ def load_xlsx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
         sections: list[str] = []
         sheet_names: list[str] = []
         total_rows = 0
+        cells = [0]
         for sheet in workbook.worksheets:
             sheet_names.append(sheet.title)
             if hasattr(sheet, "reset_dimensions"):
                 sheet.reset_dimensions()  # some writers store a wrong dimension and rows would be lost
-            lines, count = _render_rows(sheet.iter_rows(values_only=True))
+            lines, count = _render_rows(sheet.iter_rows(values_only=True), cells)
             if lines:
                 sections.append("\n".join([f"## Sheet: {sheet.title}", *lines]))
                 total_rows += count
@@ -116,10 +129,15 @@ def load_csv(data: bytes, stem: str, url: str | None) -> LoadedDocument:
         skip_space = bool(dialect.skipinitialspace)
     except csv.Error:
         delimiter, quotechar, skip_space = ",", '"', False
+    if text.count(delimiter) > MAX_SHEET_CELLS:
+        # csv builds a whole row before it is seen: 20 MB of commas was one row of 20 million cells (458 MB).
+        raise LoaderError(f"The CSV holds more than {MAX_SHEET_CELLS:,} '{delimiter}' separators, so more cells "
+                          "than are read from one table; split the file.",
+                          details={"limit": MAX_SHEET_CELLS, "delimiter": delimiter})
     try:
         reader = csv.reader(io.StringIO(text), delimiter=delimiter, quotechar=quotechar,
                             skipinitialspace=skip_space)
-        lines, count = _render_rows(reader)
+        lines, count = _render_rows(reader, [0])
     except csv.Error as exc:
         raise LoaderError(f"CSV is malformed: {exc}. Check the quoting, or save it again as UTF-8 CSV.",
                           details={"error": str(exc), "delimiter": delimiter}) from exc

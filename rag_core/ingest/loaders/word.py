@@ -6,7 +6,7 @@ import io
 from typing import Any
 
 from rag_core.errors import LoaderError
-from rag_core.ingest.loaders.document import LoadedDocument, clean, json_safe
+from rag_core.ingest.loaders.document import LoadedDocument, check_text_size, clean, json_safe
 from rag_core.security.archives import check_office_zip
 
 def load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
@@ -25,19 +25,18 @@ def load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     blocks: list[str] = []
     heading = ""
     tables = 0
+    chars = 0
+    style_names = _style_names(document)
     for item in document.iter_inner_content():
         if isinstance(item, Paragraph):
             para = clean(item.text).strip()
             if not para:
                 continue
-            if not heading:
-                try:
-                    style = (item.style.name or "") if item.style is not None else ""
-                except Exception:
-                    style = ""
-                if style.startswith(("Title", "Heading")):
-                    heading = para
+            if not heading and style_names.get(item._p.style or "", "").startswith(("Title", "Heading")):
+                heading = para
             blocks.append(para)
+            chars += len(para) + 2
+            check_text_size(chars, "The DOCX")  # stop at the cap, not after the last paragraph
         elif isinstance(item, Table):
             rows = _docx_table_rows(item)
             if rows:
@@ -58,6 +57,15 @@ def load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     except Exception:
         pass
     return LoadedDocument(text=text, title=props_title or heading or stem, file_type="docx", metadata=meta)
+
+
+def _style_names(document: Any) -> dict[str, str]:
+    """Style id -> name, read once. `Paragraph.style` looks the default style up among all styles on every call:
+    a millisecond a paragraph, so a 1 MB file of 250,000 paragraphs without a heading took 258 s."""
+    try:
+        return {style.style_id: style.name or "" for style in document.styles if style.style_id}
+    except Exception:  # a damaged styles part: no title from headings
+        return {}
 
 
 def _docx_table_rows(table: Any) -> list[str]:
