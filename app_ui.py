@@ -23,6 +23,7 @@ from rag_core.chat.citations import Source
 from rag_core.chat.quotes import cited_spans, passage_html
 from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
 from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.text import inert_markdown
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,6 @@ def csv_text(rows: Sequence[dict[str, Any]]) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>!|~:$&^])")
 # What makes a heading, a list or a rule at the start of a line: its marker (the '.' of "12.") gets the escape.
 _MD_BLOCK_START = re.compile(r"^(\d*)([#+=.-])")
-_IMAGE = re.compile(r"!\[")
 
 
 def md_text(value: Any) -> str:
@@ -371,8 +371,9 @@ def md_text(value: Any) -> str:
 
 
 def answer_markdown(text: str) -> str:
-    """An answer or message for st.markdown: formatting and links kept, images shown as links (nothing loads)."""
-    return _IMAGE.sub("&#33;[", text or "")
+    """An answer or message for st.markdown: formatting and links kept, images shown as links (nothing loads;
+    st.markdown renders no raw HTML)."""
+    return inert_markdown(text)
 
 
 def source_label(path: str, page: int | None = None) -> str:

@@ -13,7 +13,7 @@ from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
-from rag_core.security.text import check_storable
+from rag_core.security.text import check_storable, inert_markdown
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ class ChatTurn:
         return turn_html(self)
 
     def _repr_markdown_(self) -> str:
-        return self.rendered
+        """The chat spec's text, shown where a notebook takes markdown: Jupyter renders raw HTML and images in
+        it, and the answer and the passages come from a model and from documents, so nothing of theirs loads."""
+        return inert_markdown(self.rendered, raw_html=True)
 
     def to_pandas(self) -> pd.DataFrame:
         """The sources, one row each (n, similarity, title, source, page, offsets, text)."""

