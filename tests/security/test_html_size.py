@@ -28,3 +28,22 @@ def test_markup_past_ten_million_characters_is_refused_before_parsing() -> None:
     page = b"<html><body><p>" + b"word " * 2_100_000 + b"</p></body></html>"
     with pytest.raises(LoaderError, match="characters of markup; at most 10,000,000 are parsed"):
         load_bytes(page, "html", name="huge.html")
+
+
+def test_a_page_of_unclosed_tags_keeps_all_its_text() -> None:
+    """libxml2 stops reading at 256 nested elements: a forum page of 400 unclosed <font> tags lost every reply
+    after the 253rd (trafilatura's text simply stopped), and a page nested 300 deep lost all of its text."""
+    replies = b"".join(b"<font size=2>Reply %d says the fire exit must stay clear. " % i for i in range(400))
+    doc = load_bytes(b"<html><head><title>Forum</title></head><body><nav>MENU Home</nav>" + replies + b"</body></html>",
+                     "html", name="forum.html")
+    assert all(f"Reply {i} says" in doc.text for i in range(400)) and "MENU" not in doc.text
+    assert doc.metadata["extractor"] == "lxml" and "402 deep" in doc.metadata["extractor_reason"]
+
+    deep = b"<html><body>" + b"<div>" * 300 + b"Deep text." + b"</div>" * 300 + b"<p>Shallow text.</p></body></html>"
+    assert load_bytes(deep, "html", name="deep.html").text.split() == ["Deep", "text.", "Shallow", "text."]
+
+
+def test_a_page_nested_past_what_the_parser_reads_says_so() -> None:
+    page = b"<html><body>" + b"<div>" * 2100 + b"Deep text." + b"</div>" * 2100 + b"</body></html>"
+    with pytest.raises(LoaderError, match="nests its elements more than 2,048 deep"):
+        load_bytes(page, "html", name="deeper.html")

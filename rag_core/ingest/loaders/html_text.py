@@ -22,6 +22,9 @@ _BLOCK_TAGS = frozenset({
 })
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+# How deep libxml2 reads nested elements with huge_tree, and without it (trafilatura's parse: its text
+# stops where a page nests deeper).
+PARSER_MAX_DEPTH, EXTRACTOR_MAX_DEPTH = 2048, 255
 
 
 def _decode_html(data: bytes) -> tuple[str, str]:
@@ -47,18 +50,28 @@ def _decode_html(data: bytes) -> tuple[str, str]:
     return data.decode("utf-8", errors="replace"), "utf-8"
 
 
-def _lxml_extract(markup: str) -> tuple[str, str]:
-    """(text, title) of an HTML page with lxml alone; navigation, headers, footers and scripts dropped."""
+def _lxml_extract(markup: str) -> tuple[str, str, int]:
+    """(text, title, how deep its elements nest, or PARSER_MAX_DEPTH + 1 past what is read) of an HTML page
+    with lxml alone; navigation, headers, footers and scripts dropped.
+
+    libxml2 stops reading a page at 256 nested elements, and everything after that point was lost with it:
+    a page of unclosed <font> or <div> tags (editors and forums write them) came out with no text, or
+    trafilatura's text stopped there. `huge_tree` lifts that depth to PARSER_MAX_DEPTH; the markup's size is
+    already capped before parsing (HTML_MAX_MARKUP_CHARS), which is what huge_tree would otherwise leave
+    unbounded.
+    """
     import lxml.etree
     import lxml.html
 
     markup = _XML_DECL.sub("", markup, count=1)
     if not markup.strip():
-        return "", ""
+        return "", "", 0
+    parser = lxml.html.HTMLParser(huge_tree=True)
     try:
-        root = lxml.html.document_fromstring(markup)
+        root = lxml.html.document_fromstring(markup, parser=parser)
     except (lxml.etree.ParserError, ValueError):
-        return "", ""
+        return "", "", 0
+    too_deep = any("Excessive depth" in e.message for e in parser.error_log)
     title = " ".join((root.findtext(".//title") or "").split())
     if not title:
         h1 = root.find(".//h1")
@@ -68,8 +81,11 @@ def _lxml_extract(markup: str) -> tuple[str, str]:
         if element.getparent() is not None:
             element.drop_tree()
     parts: list[str] = []
+    depth = deepest = 0
     for event, element in lxml.etree.iterwalk(root, events=("start", "end")):
         tag = element.tag if isinstance(element.tag, str) else None
+        depth += 1 if event == "start" else -1
+        deepest = max(deepest, depth)
         if event == "start":
             if tag in _BLOCK_TAGS:
                 parts.append("\n")
@@ -81,7 +97,7 @@ def _lxml_extract(markup: str) -> tuple[str, str]:
             if element.tail and element is not root:
                 parts.append(_squash(element.tail))
     lines = (line.strip() for line in "".join(parts).split("\n"))
-    return "\n".join(line for line in lines if line), title
+    return "\n".join(line for line in lines if line), title, PARSER_MAX_DEPTH + 1 if too_deep else deepest
 
 
 def _squash(text: str) -> str:
@@ -128,12 +144,20 @@ def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
             value = json_safe(getattr(doc, key, None))
             if value:
                 meta[key] = value
-    fallback_text, fallback_title = _lxml_extract(markup)
-    if not text:
+    fallback_text, fallback_title, depth = _lxml_extract(markup)
+    if depth > PARSER_MAX_DEPTH and not text and not clean(fallback_text):
+        raise LoaderError(f"The HTML page nests its elements more than {PARSER_MAX_DEPTH:,} deep, past what the HTML "
+                          "parser reads, so its text could not be reached. Save the page as text or PDF from a browser, "
+                          "or close its unclosed tags.", details={"url": url} if url else {"reason": "too_deep"})
+    cut_short = depth > EXTRACTOR_MAX_DEPTH and len(clean(fallback_text)) > len(text)
+    if not text or cut_short:
         text = clean(fallback_text)
         meta["extractor"] = "lxml"
         if tags > HTML_MAX_EXTRACTOR_TAGS:
             meta["extractor_reason"] = f"{tags} tags; main-text extraction runs up to {HTML_MAX_EXTRACTOR_TAGS}"
+        elif cut_short:
+            meta["extractor_reason"] = (f"elements nested {depth} deep; main-text extraction stops reading at "
+                                        f"{EXTRACTOR_MAX_DEPTH}")
     elif not fallback_text and len(text) < 500:
         # Nothing outside nav/header/footer/scripts: trafilatura's recall fallback returned menu links.
         text = ""
