@@ -42,6 +42,11 @@ PDF_MAX_CONTENT_BYTES = 100_000_000
 # Strings in a workbook's shared-strings table: openpyxl reads each one as an object (about 20 us and 250 bytes on
 # the test machine), before a single row; a 4.5 MB .xlsx of a million took 19 s and 250 MB and gave no text.
 XLSX_MAX_SHARED_STRINGS = 500_000
+# XML elements in a .docx's main document part: python-docx holds the whole tree, about 200 bytes per element (a
+# 5.6 MB .docx of 2.3 million short paragraphs, 7 million elements, took 32 s and 1.4 GB before its text was
+# refused). A document at the text cap (MAX_DOCUMENT_CHARS) of four formatted runs a paragraph holds 1.1 million
+# (25 MB of XML, 332 MB while python-docx reads it), so this leaves room for formatting three times as dense.
+DOCX_MAX_ELEMENTS = 3_000_000
 # HTML: trafilatura spends about 55 us per element (a 1 MB page of 125,000 paragraphs took 9.6 s, and a 5 MB crawled
 # page four times that); past this many tags the page is read by lxml alone, twenty times faster. No page is
 # parsed past HTML_MAX_MARKUP_CHARS: the tree costs about 45 bytes of memory per character of markup.

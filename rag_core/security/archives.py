@@ -18,7 +18,7 @@ import zlib
 from rag_core.errors import LoaderError
 from rag_core.limits import (
     ARCHIVE_MAX_MEMBER_BYTES, ARCHIVE_MAX_MEMBERS, ARCHIVE_MAX_RATIO, ARCHIVE_MAX_TOTAL_BYTES,
-    ARCHIVE_RATIO_FLOOR_BYTES, XLSX_MAX_SHARED_STRINGS,
+    ARCHIVE_RATIO_FLOOR_BYTES, DOCX_MAX_ELEMENTS, XLSX_MAX_SHARED_STRINGS,
 )
 
 
@@ -59,46 +59,67 @@ def check_office_zip(data: bytes, kind: str) -> None:
 _OVERRIDE = re.compile(rb"<(?:\w+:)?Override\b[^>]*>")
 _PART_NAME = re.compile(rb'PartName\s*=\s*["\']/?([^"\']+)["\']')
 _SHARED_STRINGS_TYPE = b"spreadsheetml.sharedStrings+xml"
+_DOCUMENT_TYPE = b"wordprocessingml.document.main+xml"
 _STRING_ITEM = re.compile(rb"<(?:\w+:)?si[\s>/]")
+_ELEMENT = re.compile(rb"<[A-Za-z]")  # a start tag (or an empty element): one element of the tree
 _TYPES_MAX_BYTES = 1_000_000
 
 
-def check_xlsx_strings(data: bytes) -> None:
-    """Refuse a workbook whose shared-strings table holds more than XLSX_MAX_SHARED_STRINGS strings.
+def _declared_parts(archive: zipfile.ZipFile, content_type: bytes) -> list[str]:
+    """The parts `[Content_Types].xml` declares with `content_type` (where the format's library looks), present
+    in the archive; none when that table is missing or oversized (the library then reports the file itself)."""
+    names = set(archive.namelist())
+    if "[Content_Types].xml" not in names or archive.getinfo("[Content_Types].xml").file_size > _TYPES_MAX_BYTES:
+        return []
+    types = archive.read("[Content_Types].xml")
+    parts = [m.group(1).decode("utf-8", "replace") for o in _OVERRIDE.finditer(types)
+             if content_type in o.group() and (m := _PART_NAME.search(o.group()))]
+    return [part for part in parts if part in names]
 
-    The table is the part `[Content_Types].xml` declares as shared strings (where openpyxl looks); its
-    items are counted while it is inflated piece by piece, before openpyxl reads them all into memory.
-    """
+
+def check_xlsx_strings(data: bytes) -> None:
+    """Refuse a workbook whose shared-strings table holds more than XLSX_MAX_SHARED_STRINGS strings, counted
+    before openpyxl reads them all into memory."""
+    _refuse_parts_over(data, _SHARED_STRINGS_TYPE, _STRING_ITEM, XLSX_MAX_SHARED_STRINGS, "strings",
+                       "The XLSX file's shared-strings table holds more than {cap:,} strings; a workbook whose text "
+                       "fits one document holds far fewer.")
+
+
+def check_docx_elements(data: bytes) -> None:
+    """Refuse a .docx whose main document part holds more than DOCX_MAX_ELEMENTS XML elements, counted before
+    python-docx builds the whole tree: within the zip caps, a few megabytes of short paragraphs cost gigabytes
+    and half a minute only to be refused for their text afterwards."""
+    _refuse_parts_over(data, _DOCUMENT_TYPE, _ELEMENT, DOCX_MAX_ELEMENTS, "elements",
+                       "The DOCX file's document holds more than {cap:,} XML elements; a document whose text fits "
+                       "the limit per document holds far fewer.")
+
+
+def _refuse_parts_over(data: bytes, content_type: bytes, pattern: re.Pattern[bytes], cap: int, what: str,
+                       message: str) -> None:
+    """Count `pattern` in each part declared as `content_type` while it inflates piece by piece; refuse the
+    file past `cap`. A file that is not a readable zip passes: the format's own loader reports it."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            names = set(archive.namelist())
-            if "[Content_Types].xml" not in names or archive.getinfo("[Content_Types].xml").file_size > _TYPES_MAX_BYTES:
-                return  # openpyxl reports the file as not a workbook
-            types = archive.read("[Content_Types].xml")
-            parts = [m.group(1).decode("utf-8", "replace") for o in _OVERRIDE.finditer(types)
-                     if _SHARED_STRINGS_TYPE in o.group() and (m := _PART_NAME.search(o.group()))]
-            for part in parts:
-                if part in names:
-                    count = _count_items(archive, part)
-                    if count > XLSX_MAX_SHARED_STRINGS:
-                        raise _bomb(f"The XLSX file's shared-strings table holds more than {XLSX_MAX_SHARED_STRINGS:,} "
-                                    "strings; a workbook whose text fits one document holds far fewer.",
-                                    member=part, strings=count)
+            for part in _declared_parts(archive, content_type):
+                count = _count_items(archive, part, pattern, cap)
+                if count > cap:
+                    raise _bomb(message.format(cap=cap), member=part, **{what: count})
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, zlib.error):
         return
 
 
-def _count_items(archive: zipfile.ZipFile, part: str) -> int:
+def _count_items(archive: zipfile.ZipFile, part: str, pattern: re.Pattern[bytes], cap: int) -> int:
+    """Matches of `pattern` in `part`, read 1 MB at a time; stops once past `cap`."""
     count, tail = 0, b""
     with archive.open(part) as stream:
         while chunk := stream.read(1 << 20):
             window = tail + chunk
-            count += len(_STRING_ITEM.findall(window))
+            count += len(pattern.findall(window))
             tail = window[-64:]
-            count -= len(_STRING_ITEM.findall(tail))  # an item cut by the boundary is counted in the next window
-            if count > XLSX_MAX_SHARED_STRINGS:
+            count -= len(pattern.findall(tail))  # an item cut by the boundary is counted in the next window
+            if count > cap:
                 break
-    return count + len(_STRING_ITEM.findall(tail))
+    return count + len(pattern.findall(tail))
 
 
 class InflateLimitExceeded(Exception):

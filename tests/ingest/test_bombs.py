@@ -193,3 +193,31 @@ def test_a_form_drawing_itself_is_refused_as_corrupt() -> None:
     })
     with pytest.raises(LoaderError, match="nested more than 12 deep"):
         load_bytes(looped, "pdf", name="loop.pdf")
+
+
+def test_a_docx_of_millions_of_elements_is_refused_before_python_docx_reads_it(tmp_path: Path) -> None:
+    """A 2.5 MB .docx of a million short paragraphs passes the zip caps (it compresses 17 fold), and python-docx
+    held its whole tree (about 200 bytes an element: 1.4 GB for 2.3 million paragraphs, 32 s) before the text cap
+    refused it. Its elements are now counted as the part inflates."""
+    import random
+
+    from rag_core.limits import DOCX_MAX_ELEMENTS
+
+    pick = random.Random(1).choices
+    words = [b"w%d" % i for i in range(8)]
+    paragraphs = b"".join(b"<w:p><w:r><w:t>" + b" ".join(pick(words, k=3)) + b"</w:t></w:r></w:p>"
+                          for _ in range(DOCX_MAX_ELEMENTS // 3 + 1000))
+    with zipfile.ZipFile(make_docx(tmp_path / "plain.docx")) as zin, \
+            zipfile.ZipFile(tmp_path / "many.docx", "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "word/document.xml":
+                head, sep, tail = data.partition(b"<w:body>")
+                data = head + sep + paragraphs + tail
+            zout.writestr(item, data)
+    data = (tmp_path / "many.docx").read_bytes()
+    assert len(data) < 5 * MB
+
+    with pytest.raises(LoaderError, match=f"more than {DOCX_MAX_ELEMENTS:,} XML elements") as refused:
+        load_bytes(data, "docx", name="many.docx")
+    assert refused.value.details["member"] == "word/document.xml"

@@ -7,7 +7,7 @@ from typing import Any
 
 from rag_core.errors import LoaderError
 from rag_core.ingest.loaders.document import LoadedDocument, check_text_size, clean, json_safe
-from rag_core.security.archives import check_office_zip
+from rag_core.security.archives import check_docx_elements, check_office_zip
 
 def load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     import docx
@@ -15,6 +15,7 @@ def load_docx(data: bytes, stem: str, url: str | None) -> LoadedDocument:
     from docx.text.paragraph import Paragraph
 
     check_office_zip(data, "DOCX")
+    check_docx_elements(data)
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:
