@@ -140,3 +140,16 @@ def test_a_delete_without_a_site_says_it_removed_the_source_from_every_site(cli_
     assert "2 documents, one per site, 2 chunks" in deleted.stdout
     one = runner.invoke(app, ["ingest", str(path), "--site", site])
     assert one.exit_code == 0 and "(1 chunks)" in runner.invoke(app, ["delete", str(path), "--site", site]).stdout
+
+
+def test_an_empty_site_is_named_not_taken_for_an_empty_store(cli_env, site, tmp_path: Path) -> None:
+    """`rag status --sources --site typo` on a store holding documents said "Nothing indexed yet: run `rag ingest PATH`"."""
+    path = tmp_path / "note.md"
+    path.write_text("# Note\n\nA note in one site.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(path), "--site", site]).exit_code == 0
+    for args in (["status", "--sources", "--site", f"{site}-typo"], ["status", "--site", f"{site}-typo"]):
+        shown = runner.invoke(app, args)
+        assert shown.exit_code == 0, shown.output
+        said = " ".join(shown.output.split())  # rich wraps the line at the terminal's width
+        assert f"Nothing indexed for site '{site}-typo' yet" in said
+        assert f"--site {site}-typo" in said and "Nothing indexed yet" not in said
