@@ -182,3 +182,16 @@ def test_a_first_command_names_the_one_time_steps_it_waits_for(server_dir: Path,
     second = ingest()
     assert "Indexed 0 new and 1 changed" in second.stdout
     assert "Creating" not in second.stderr and "(once)" not in second.stderr and "INFO" not in second.stderr
+
+
+def test_status_names_a_mistyped_embedder_instead_of_offering_a_reindex(cli_env, site, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAG_EMBEDDER=e5small: `rag status` said to run `rag reindex`, which can only fail on a name no embedder has."""
+    path = tmp_path / "note.md"
+    path.write_text("# Note\n\nA note to have a store.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(path), "--site", site]).exit_code == 0
+    monkeypatch.setenv("RAG_EMBEDDER", "e5small")
+    shown = runner.invoke(app, ["status", "--site", site])
+    said = " ".join(shown.output.split())
+    assert "Unknown embedder 'e5small'; choose one of:" in said and "e5-small" in said, said
+    assert "rag reindex" not in said
