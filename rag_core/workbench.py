@@ -32,7 +32,7 @@ from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
 from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import (
-    build_embedder, embedder_identity, embedding_dimension, store_embedder_settings,
+    build_embedder, embedder_identity, embedding_dimension, store_embedder_settings, unknown_embedder,
 )
 from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
@@ -123,7 +123,11 @@ class Workbench:
         self._store_checked = True
 
     def embedder_mismatch(self) -> str | None:
-        """The mismatch message when the store was built with another embedder, else None."""
+        """The mismatch message when the store was built with another embedder, else None; a RAG_EMBEDDER that
+        names no embedder gets the list of known ones (`rag reindex` would only fail on it)."""
+        unknown = unknown_embedder(self.settings.embedder)
+        if unknown:
+            return unknown
         info = store.read_store_info(self.db)
         if info is None or info[0] == self.embedder_name:
             return None

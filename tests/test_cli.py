@@ -140,3 +140,58 @@ def test_a_delete_without_a_site_says_it_removed_the_source_from_every_site(cli_
     assert "2 documents, one per site, 2 chunks" in deleted.stdout
     one = runner.invoke(app, ["ingest", str(path), "--site", site])
     assert one.exit_code == 0 and "(1 chunks)" in runner.invoke(app, ["delete", str(path), "--site", site]).stdout
+
+
+def test_an_empty_site_is_named_not_taken_for_an_empty_store(cli_env, site, tmp_path: Path) -> None:
+    """`rag status --sources --site typo` on a store holding documents said "Nothing indexed yet: run `rag ingest PATH`"."""
+    path = tmp_path / "note.md"
+    path.write_text("# Note\n\nA note in one site.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(path), "--site", site]).exit_code == 0
+    for args in (["status", "--sources", "--site", f"{site}-typo"], ["status", "--site", f"{site}-typo"]):
+        shown = runner.invoke(app, args)
+        assert shown.exit_code == 0, shown.output
+        said = " ".join(shown.output.split())  # rich wraps the line at the terminal's width
+        assert f"Nothing indexed for site '{site}-typo' yet" in said
+        assert f"--site {site}-typo" in said and "Nothing indexed yet" not in said
+
+
+def test_a_first_command_names_the_one_time_steps_it_waits_for(server_dir: Path, tmp_path: Path) -> None:
+    """On a fresh data folder `rag ingest` printed nothing for about 10 s (the embedded database created, the
+    e5-small encoder converted) before its progress bar: each step is now named on stderr as it starts, once."""
+    import os
+    import subprocess
+    import sys
+
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nThe first command on a new machine.", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "RAG_MODELS_DIR")}
+    env["RAG_DATA_DIR"] = str(server_dir / "data")
+
+    def ingest() -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "rag_core.cli", "ingest", str(note)], capture_output=True,
+                              text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    first = ingest()
+    assert f"Creating the embedded PostgreSQL database in {server_dir / 'data' / 'pgdata'}" in first.stderr
+    assert "e5-small: exporting the encoder to ONNX (once)" in first.stderr
+    assert "quantizing the encoder to int8 (once)" in first.stderr
+    assert "Indexed 1 new" in first.stdout and "e5-small" not in first.stdout  # stdout stays the result
+    note.write_text("# Note\n\nThe second command on the same machine.", encoding="utf-8")
+    second = ingest()
+    assert "Indexed 0 new and 1 changed" in second.stdout
+    assert "Creating" not in second.stderr and "(once)" not in second.stderr and "INFO" not in second.stderr
+
+
+def test_status_names_a_mistyped_embedder_instead_of_offering_a_reindex(cli_env, site, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAG_EMBEDDER=e5small: `rag status` said to run `rag reindex`, which can only fail on a name no embedder has."""
+    path = tmp_path / "note.md"
+    path.write_text("# Note\n\nA note to have a store.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(path), "--site", site]).exit_code == 0
+    monkeypatch.setenv("RAG_EMBEDDER", "e5small")
+    shown = runner.invoke(app, ["status", "--site", site])
+    said = " ".join(shown.output.split())
+    assert "Unknown embedder 'e5small'; choose one of:" in said and "e5-small" in said, said
+    assert "rag reindex" not in said

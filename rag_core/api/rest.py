@@ -152,6 +152,17 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "body"
 
 
+def _problem(error: Mapping[str, Any]) -> dict[str, str]:
+    """One validation error as field and problem; a body that is not JSON names where the parser stopped and why
+    (FastAPI reports it at the character offset, which read as a field named "10")."""
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        at = f" at character {loc[-1]}" if len(loc) > 1 else ""
+        reason = (error.get("ctx") or {}).get("error")
+        return {"field": "body", "problem": f"not valid JSON{at}" + (f" ({reason})" if reason else "")}
+    return {"field": _field(loc), "problem": error.get("msg", "invalid")}
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError) -> JSONResponse:
@@ -167,8 +178,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         code = "INVALID_QUERY" if request.url.path == "/search" else "INVALID_INPUT"
-        problems = [{"field": _field(tuple(e.get("loc", ()))), "problem": e.get("msg", "invalid")}
-                    for e in exc.errors()]
+        problems = [_problem(e) for e in exc.errors()]
         first = problems[0] if problems else {"field": "body", "problem": "invalid"}
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         problem = first["problem"].removeprefix("Value error, ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Callable, List
 
 import click
@@ -83,10 +84,29 @@ def group_with_default(command: str) -> type[TyperGroup]:
     return GroupWithDefault
 
 
+class _FirstUseHandler(logging.Handler):
+    """Shows the one-time steps a first command waits for (the embedded database created, the e5-small
+    encoder converted): seconds on a fresh RAG_DATA_DIR before any progress bar or result appears."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(markup_text(record.getMessage()), style="dim", soft_wrap=True)
+
+
+def show_first_use_steps() -> None:
+    """The library's first-use lines on stderr (stdout stays the command's result, MCP's protocol included);
+    only those: the CLI's other INFO lines stay quiet, and they reach no other handler (no line twice)."""
+    logger = logging.getLogger("rag_core.first_use")
+    if not any(isinstance(h, _FirstUseHandler) for h in logger.handlers):
+        logger.addHandler(_FirstUseHandler())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def workbench():
     """The Workbench a command runs against (tests replace it to share one loaded embedder)."""
     from rag_core import open_workbench
 
+    show_first_use_steps()
     return open_workbench()
 
 

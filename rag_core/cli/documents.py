@@ -112,7 +112,7 @@ def status(
         info = wb.status(site_id=site)
         listed = wb.documents(site_id=site, limit=SOURCES_LISTED) if sources else None
     if listed is not None:
-        _print_sources(list(listed), info["documents"], as_json)
+        _print_sources(list(listed), info["documents"], as_json, site)
         return
     if as_json:
         print_json(info)
@@ -136,10 +136,19 @@ def status(
     if info["embedder_notice"]:
         console.print(f"[yellow]{info['embedder_notice']}[/yellow]")
     if info["documents"] == 0:
-        console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
+        console.print(_nothing_indexed(site))
 
 
-def _print_sources(docs: list[Any], total: int, as_json: bool) -> None:
+def _nothing_indexed(site: str | None) -> str:
+    """An empty store, or an empty site of a store that holds others (a mistyped --site read as an empty store)."""
+    if site is None:
+        return "Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page."
+    name = markup_text(site)
+    return (f"Nothing indexed for site '{name}' yet: run `rag ingest PATH --site {name}`; "
+            "`rag status` lists the sites that hold documents.")
+
+
+def _print_sources(docs: list[Any], total: int, as_json: bool, site: str | None) -> None:
     """One line per source (site, type, chunks, indexed at, source), unwrapped so it can be copied."""
     if as_json:
         print_json([{"source": d["source"], "site_id": d["site_id"], "file_type": d["file_type"],
@@ -151,7 +160,7 @@ def _print_sources(docs: list[Any], total: int, as_json: bool) -> None:
     if total > len(docs):
         console.print(f"... and {total - len(docs)} more; `--site` narrows the list.")
     if not docs:
-        console.print("Nothing indexed yet: run `rag ingest PATH` or use the Ingestion page.")
+        console.print(_nothing_indexed(site))
 
 
 @app.command()

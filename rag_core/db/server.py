@@ -222,6 +222,9 @@ def embedded_server_uri(data_dir: Path) -> str:
                 server.ensure_postgres_running()
                 server.global_process_id_list.get_and_add(os.getpid())
         if server is None:
+            if not (pgdata / "PG_VERSION").exists():
+                logging.getLogger("rag_core.first_use").info(
+                    "Creating the embedded PostgreSQL database in %s (once, a few seconds) ...", pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
             _take_over_cleanup(server)
             _release_on_sigterm(server)

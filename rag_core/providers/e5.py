@@ -342,7 +342,7 @@ def _drop_preprocessing_advice(record: logging.LogRecord) -> bool:
 
 def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[str], None] | None = None) -> Path:
     """The exported (and, for int8, quantized) graph, written once under `folder` and reused."""
-    report = report or log.info
+    report = report or logging.getLogger("rag_core.first_use").info  # the CLI shows these steps as they start
     stem = f"e5-small-{weights.digest}-g{GRAPH_VERSION}"
     name = f"{stem}-{'int8' if int8 else 'fp32'}.onnx"
     target = folder / name

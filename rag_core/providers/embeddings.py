@@ -276,15 +276,19 @@ def store_embedder_settings(settings: RagSettings, stored: str) -> RagSettings |
     return settings.model_copy(update={"embedder": name, "embed_model": model or settings.embed_model})
 
 
+def unknown_embedder(name: str) -> str | None:
+    """The message for an embedder name no registry entry has (a typo in RAG_EMBEDDER), else None."""
+    if name in EMBEDDERS:
+        return None
+    return f"Unknown embedder '{name}'; choose one of: {', '.join(EMBEDDERS)} (RAG_EMBEDDER)."
+
+
 def build_embedder(settings: RagSettings) -> BaseEmbedding:
     """The configured embedder; an unknown name raises ConfigError listing the known ones."""
-    try:
-        factory = EMBEDDERS[settings.embedder]
-    except KeyError:
-        raise ConfigError(
-            f"Unknown embedder '{settings.embedder}'; choose one of: {', '.join(EMBEDDERS)} (RAG_EMBEDDER)."
-        ) from None
-    return factory(settings)
+    unknown = unknown_embedder(settings.embedder)
+    if unknown:
+        raise ConfigError(unknown)
+    return EMBEDDERS[settings.embedder](settings)
 
 
 def embedding_dimension(embedder: BaseEmbedding) -> int:

@@ -92,7 +92,9 @@ def test_role_and_malformed_json(client):
                                                          "message": "hi"}, headers=auth(KEY_A)), 400, "INVALID_INPUT")
     assert error["message"] == "role 'bot' is not allowed; use 'user' or 'ai'."
     broken = client.post("/search", content=b'{"query": "fire",', headers={**auth(KEY_A), "Content-Type": "application/json"})
-    assert "JSON" in error_of(broken, 400, "INVALID_QUERY")["message"]
+    error = error_of(broken, 400, "INVALID_QUERY")
+    assert error["message"].startswith("body: not valid JSON at character 17 (") and "See /docs" in error["message"]
+    assert error["details"][0]["field"] == "body"
 
 
 def test_unknown_path_and_wrong_method(client):

@@ -74,8 +74,13 @@ def test_each_onnx_runtime_agrees_with_the_numpy_reference(runtime, floor, weigh
                                                            tmp_path, caplog) -> None:
     superseded = tmp_path / f"e5-small-{weights.digest}-g{e5.GRAPH_VERSION - 1}-int8.onnx"
     superseded.write_bytes(b"an earlier graph version")
-    with caplog.at_level(logging.INFO):
-        model = e5.E5Model(runtime, threads=2, cache_dir=tmp_path, weights=weights)
+    first_use = logging.getLogger("rag_core.first_use")  # after a CLI command it reaches only the CLI's handler
+    first_use.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO), caplog.at_level(logging.INFO, logger=first_use.name):
+            model = e5.E5Model(runtime, threads=2, cache_dir=tmp_path, weights=weights)
+    finally:
+        first_use.removeHandler(caplog.handler)
     # the one-time conversion says what it does, and prints no converter's advice on a user's console
     assert any("(once)" in r.getMessage() for r in caplog.records)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
