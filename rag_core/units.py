@@ -1,5 +1,5 @@
 """Human-readable quantities, read and written in one place: durations ("7d", "12h"), points in
-time ("7d" ago or an ISO date) and byte sizes ("14.2KB")."""
+time ("7d" ago or an ISO date), byte sizes ("14.2KB") and counts of things ("1 message", "2 messages")."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ from rag_core.errors import InvalidInput
 
 _UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([wdhms]?)\s*$", re.IGNORECASE)
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun in its English number: "1 message", "0 messages", "2 sessions"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_duration(text: str) -> timedelta:

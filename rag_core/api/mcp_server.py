@@ -33,6 +33,7 @@ from rag_core.limits import MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.search.responses import SearchResponse
 from rag_core.search.validation import DOCUMENT_TYPES, MAX_CHUNKS_RANGE, MODES
 from rag_core.security.ids import DEFAULT_SITE, ID_PATTERN, valid_id
+from rag_core.units import counted
 from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -359,7 +360,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
     def rag_chat_reset(session_id: SessionId = DEFAULT_SESSION) -> CallToolResult:
         """Forget a conversation: delete the session and all its messages."""
         result = wb.chat_reset(session_id)
-        text = (f"Session '{session_id}' reset: {result['messages']} messages deleted." if result.get("sessions")
+        text = (f"Session '{session_id}' reset: {counted(result['messages'], 'message')} deleted." if result.get("sessions")
                 else f"Session '{session_id}' had no messages.")
         return _result(text, {"session_id": session_id, **result})
 

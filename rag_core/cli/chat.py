@@ -10,6 +10,7 @@ from rich.table import Table
 from rag_core.chat.transcript import format_when, render_transcript
 from rag_core.cli import common
 from rag_core.cli.common import app, console, group_with_default, out, print_json, run_safely
+from rag_core.units import counted
 
 # Consecutive `rag chat` calls without --session continue this conversation.
 DEFAULT_SESSION = "cli-default"
@@ -72,7 +73,7 @@ def reset(session: str = SESSION_OPTION) -> None:
     with common.workbench() as wb:
         result = wb.chat_reset(session)
     if result["sessions"]:
-        out.print(f"Session '{session}' reset: {result['messages']} messages deleted.")
+        out.print(f"Session '{session}' reset: {counted(result['messages'], 'message')} deleted.")
     else:
         out.print(f"Session '{session}' had no messages.")
 
@@ -127,7 +128,8 @@ def purge_line(summary: Any, dry_run: bool) -> str:
         left = f"oldest remaining message: {format_when(summary['oldest_remaining'])}"
     else:
         left = "no chat message would remain" if dry_run else "no chat message remains"
-    return (f"{verb} {summary['messages_deleted']} messages and {summary['sessions_deleted']} sessions older "
+    return (f"{verb} {counted(summary['messages_deleted'], 'message')} and "
+            f"{counted(summary['sessions_deleted'], 'session')} older "
             f"than {summary['older_than_days']:g} days (before {format_when(summary['cutoff'])}) in "
             f"{summary['duration_ms']:.0f} ms; {left}.")
 

@@ -42,6 +42,12 @@ def test_chat_continues_the_default_session(cli_env, shared_embedder, docs_site)
     assert runner.invoke(app, ["chat", "reset", "--session", "cli-other"]).exit_code == 0
 
 
+def test_a_reset_counts_in_english(cli_env, wb) -> None:
+    wb.chat_append("cli-one", "user", "A note kept alone.")
+    reset = runner.invoke(app, ["chat", "reset", "--session", "cli-one"])
+    assert reset.exit_code == 0 and "reset: 1 message deleted." in reset.stdout, reset.output
+
+
 def test_chat_errors_end_cleanly(cli_env) -> None:
     result = runner.invoke(app, ["chat", "history", "--session", "nope", "--n", "0"])
     assert result.exit_code != 0
