@@ -278,7 +278,11 @@ class SearchEngine:
         elif req.mode == "fulltext":
             value = chunk.score / core.top_score if core.top_score > 0 else 0.0
         else:
-            value = chunk.score / self.fusion.max_score if self.fusion.method == "rrf" else chunk.score
+            return self._fused_relevance(chunk.score)
+        return round(max(0.0, min(1.0, value)), 4)
+
+    def _fused_relevance(self, score: float) -> float:
+        value = score / self.fusion.max_score if self.fusion.method == "rrf" else score
         return round(max(0.0, min(1.0, value)), 4)
 
     def _document(self, req: SearchRequest, core: CoreResult, doc: DocumentHit, marks: list[Highlight]) -> SearchDocument:
@@ -295,7 +299,10 @@ class SearchEngine:
             "created_at": iso_utc(doc.created_at),
             "updated_at": iso_utc(doc.updated_at),
             "document_date": iso_utc(doc.doc_date),
-            "relevance_score": self._relevance(req, core, best) if best else 0.0,
+            # A hybrid document may take its full-text and its dense share from two chunks (Fusion.documents), so
+            # its own fused score orders the page: the relevance shown follows it, never its best chunk's alone.
+            "relevance_score": (self._fused_relevance(doc.score) if req.mode == "hybrid"
+                                else self._relevance(req, core, best) if best else 0.0),
             "score": round(doc.score, 6),
             "rank": doc.rank,
             "dense_rank": best.dense_rank if best else None,
