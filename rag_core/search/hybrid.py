@@ -583,6 +583,29 @@ def build_statement(mode: str, fusion: Fusion, scope: _Scope, dense_order: str, 
 
 # --- running it ----------------------------------------------------------------------------------
 
+def _nothing_indexed(site_id: str | None) -> IndexUnavailable:
+    where = f"site '{site_id}'" if site_id else "any site"
+    return IndexUnavailable(
+        f"Nothing is indexed for {where} yet; add documents with `rag ingest PATH"
+        f"{' --site ' + site_id if site_id else ''}` (or Workbench.ingest_paths) and search again.",
+        details={"site_id": site_id},
+    )
+
+
+def check_indexed(db: Any, site_id: str | None) -> None:
+    """Raise IndexUnavailable when no chunk is stored for `site_id` (None: every site but the evaluation ones).
+
+    One small query, for a caller that would otherwise load the embedding model first (seconds, on a first
+    search) only to hear that there is nothing to search.
+    """
+    frag = _scope_sql(_Scope(site_id))
+    with db.connection() as conn:
+        found = conn.execute(f"SELECT EXISTS (SELECT 1 FROM corpus_stats s WHERE {frag['stats']} AND s.n_chunks > 0)",
+                             {"site": site_id}).fetchone()[0]
+    if not found:
+        raise _nothing_indexed(site_id)
+
+
 def _prepare(conn: Any, scope: _Scope, mode: str, fusion: Fusion) -> tuple[int, list[str], str, str]:
     """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
 
@@ -713,12 +736,7 @@ def search_documents(db: Any, query: str, emb: np.ndarray | None, req: SearchReq
     with db.connection() as conn:
         target, languages, plan, order = _prepare(conn, scope, req.mode, fusion)
         if target == 0 and not languages:
-            where = f"site '{req.site_id}'" if req.site_id else "any site"
-            raise IndexUnavailable(
-                f"Nothing is indexed for {where} yet; add documents with `rag ingest PATH"
-                f"{' --site ' + req.site_id if req.site_id else ''}` (or Workbench.ingest_paths) and search again.",
-                details={"site_id": req.site_id},
-            )
+            raise _nothing_indexed(req.site_id)
         configs, texts = query_configs(query, languages)
         if target == 0:
             return CoreResult(0, [], {}, {}, 0.0, configs, "empty", query_texts=texts)

@@ -27,7 +27,9 @@ from rag_core.providers.calibration import cosine_scale
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.highlight import Highlight, highlight_texts
-from rag_core.search.hybrid import DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, cosine_floor, search_documents
+from rag_core.search.hybrid import (
+    DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, check_indexed, cosine_floor, search_documents,
+)
 from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
 from rag_core.search.retrieval import embed_query
@@ -171,9 +173,11 @@ class SearchEngine:
                               site_id=req.site_id, user_id=user_id)
             self._note(req, terms, response["total_results"], when)
             return response
-        load = self._ready_model(req.mode)
-        started += load  # the search's time is its own; the model's load is logged beside it
         try:
+            if not self._model_ready and req.mode != "fulltext":
+                check_indexed(self.db, req.site_id)  # an empty store answers before the model loads (seconds)
+            load = self._ready_model(req.mode)
+            started += load  # the search's time is its own; the model's load is logged beside it
             response, terms, plan, stages = self._run(req)
         except RagError as exc:
             self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)

@@ -46,3 +46,21 @@ def test_a_service_loads_the_model_before_serving_and_no_search_counts_it(wb, ma
         fresh.search("fire dampers", site_id=site)
         fresh.flush_search_log()
     assert [(r[0], r[2]) for r in logged(wb, site)] == [("fire dampers", False)]
+
+
+def test_an_empty_site_answers_before_the_model_loads(wb, make_settings, site) -> None:
+    """A first search of a site with nothing in it loaded the model (about 10 s with e5-small) to say so."""
+    import pytest
+
+    from rag_core.errors import IndexUnavailable
+
+    with open_workbench(make_settings()) as fresh:
+        for mode in ("hybrid", "semantic"):
+            with pytest.raises(IndexUnavailable, match=f"Nothing is indexed for site '{site}' yet"):
+                fresh.search("fire dampers", mode=mode, site_id=site)
+        assert not fresh.search_engine._model_ready
+        wb.ingest_texts([DOC], site_id=site)
+        assert fresh.search("fire dampers", site_id=site)["total_results"] == 1
+        assert fresh.search_engine._model_ready
+        fresh.flush_search_log()
+    assert [(r[0], r[1]) for r in logged(wb, site)][:2] == [("fire dampers", "hybrid"), ("fire dampers", "semantic")]
