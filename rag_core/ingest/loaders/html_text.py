@@ -145,13 +145,14 @@ def _extract_html(markup: str, url: str | None) -> LoadedDocument | None:
             if value:
                 meta[key] = value
     fallback_text, fallback_title, depth = _lxml_extract(markup)
-    if depth > PARSER_MAX_DEPTH and not text and not clean(fallback_text):
+    fallback = clean(fallback_text)
+    if depth > PARSER_MAX_DEPTH and not text and not fallback:
         raise LoaderError(f"The HTML page nests its elements more than {PARSER_MAX_DEPTH:,} deep, past what the HTML "
                           "parser reads, so its text could not be reached. Save the page as text or PDF from a browser, "
-                          "or close its unclosed tags.", details={"url": url} if url else {"reason": "too_deep"})
-    cut_short = depth > EXTRACTOR_MAX_DEPTH and len(clean(fallback_text)) > len(text)
+                          "or close its unclosed tags.", details={"reason": "too_deep", **({"url": url} if url else {})})
+    cut_short = depth > EXTRACTOR_MAX_DEPTH and len(fallback) > len(text)
     if not text or cut_short:
-        text = clean(fallback_text)
+        text = fallback
         meta["extractor"] = "lxml"
         if tags > HTML_MAX_EXTRACTOR_TAGS:
             meta["extractor_reason"] = f"{tags} tags; main-text extraction runs up to {HTML_MAX_EXTRACTOR_TAGS}"
