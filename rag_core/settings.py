@@ -81,12 +81,14 @@ class RagSettings(BaseSettings):
     chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
     chat_similarity_floor: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="Chunks less similar to the question stay out of chat answers; unset uses the embedder's "
-                    "measured floor (rag_core/providers/calibration.py: 0.3 for use-multilingual, 0.82 for e5-small).")
+        description="A floor on a chunk's cosine to the question before chat reads its sentences; unset: the "
+                    "sentences alone decide (rag_core/chat/grounding.py; the search-side floor of the workflow "
+                    "context is then the embedder's, rag_core/providers/calibration.py).")
     chat_term_coverage: float = Field(
         default=0.5, ge=0.0, le=1.0,
-        description="A chunk below the floor still enters when it holds this share of the question's words; 0 turns it off.")
-    language: Literal["en", "ru", "ja"] = Field(default="en", description="Labels of rendered answers.")
+        description="A chunk below that floor still enters when it holds this share of the question's words; 0 turns it off.")
+    language: Literal["en", "ru", "ja"] = Field(
+        default="en", description="Labels of rendered answers when a message's own language (en, ru, ja) cannot be told.")
 
     # --- retention ---
     retention_days: int = Field(default=30, ge=1, le=3650)

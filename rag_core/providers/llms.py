@@ -94,23 +94,27 @@ class ExtractiveLLM(LLM):
             if on_token:
                 on_token(text)
             return text
+        if request.units:  # judged by the turn already (rag_core.chat.grounding)
+            answering = sorted((u for u in request.units if u.answers), key=lambda u: -u.score)
+            text = compose(pick_sentences(answering, max_sentences=self.max_sentences)) if answering \
+                else words["no_context"]
+            if on_token:
+                on_token(text)
+            return text
         embed = embed_query = None
         if self._embedder is not None:
             model = self._embedder()
             embed = lambda texts: np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32)  # noqa: E731
             embed_query = lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32)  # noqa: E731
         context_query = request.retrieval_query if request.retrieval_query != request.question else ""
-        titles = {p.n: p.title for p in request.passages}
         answers_dense = self.scale.answers_dense
         scored = score_sentences(request.question, [(p.n, p.text) for p in request.passages],
                                  context_query=context_query, embed=embed, embed_query=embed_query,
                                  relevance=None if self.scale.is_identity else self.scale.relevance)
-        if not scored:
-            text = words["no_answer"]
-        elif answers_question(scored[0], min_dense=answers_dense):
-            text = compose(pick_sentences(scored, max_sentences=self.max_sentences), titles)
+        if scored and answers_question(scored[0], min_dense=answers_dense):
+            text = compose(pick_sentences(scored, max_sentences=self.max_sentences))
         else:
-            text = f"{words['no_answer']}\n{words['closest']} {compose(scored[:1], titles)}"
+            text = words["no_context"]
         if on_token:
             on_token(text)
         return text
