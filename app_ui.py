@@ -394,9 +394,10 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             return
         for i, c in enumerate(citations, 1):
             cited = Source.from_citation(c, n=i)  # the stored citation's keys are known in one place
-            n, similarity = cited.n, cited.similarity
+            # The calibrated relevance every surface shows (CLI, REST, MCP, Slack, notebooks), not the raw cosine.
+            n, relevance = cited.n, cited.similarity_pct / 100
             cols = st.columns([1, 4])
-            cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
+            cols[0].progress(max(0.0, min(1.0, relevance)), text=f"[{n}] {cited.similarity_pct:.1f}%")
             title = cited.title or ""
             where = source_label(cited.path or "", cited.page)
             if len(cited.sites) > 1:  # a chat over every site: the same passage is held by each of these sites

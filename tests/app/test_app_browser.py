@@ -12,7 +12,9 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from urllib.parse import urlsplit
 
@@ -35,11 +37,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def app_server(pg_server_url: str, tmp_path: Path):
-    """`streamlit run app.py` on a fresh, empty database; yields its base URL and stops it afterwards."""
-    url = with_database(pg_server_url, f"rag_browser_{uuid.uuid4().hex[:10]}")
-    create_database_if_missing(url)
+@contextmanager
+def running_app(url: str, tmp_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on loopback over the database at `url`; yields its base URL and stops it afterwards."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": url, "RAG_DATA_DIR": str(tmp_path / "data")}
     log = open(tmp_path / "streamlit.log", "w")
@@ -71,6 +71,17 @@ def app_server(pg_server_url: str, tmp_path: Path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def app_server(pg_server_url: str, tmp_path: Path):
+    """The app on a fresh, empty database; yields its base URL."""
+    url = with_database(pg_server_url, f"rag_browser_{uuid.uuid4().hex[:10]}")
+    create_database_if_missing(url)
+    try:
+        with running_app(url, tmp_path) as base:
+            yield base
+    finally:
         drop_database(url)
 
 
