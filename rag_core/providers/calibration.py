@@ -4,7 +4,7 @@ Embedders spread their cosines differently. use-multilingual gives an unrelated 
 and a relevant one 0.3-0.7; e5-small squeezes everything into a narrow high band (unrelated text
 still scores about 0.79). A raw cosine shown as a percentage therefore means nothing across
 embedders, and one chat floor cannot fit both. Each embedder's scale lives here, measured on the
-shared evaluation sets (README "Embedders"); an embedder without one reads cosines as they are.
+shared evaluation sets (docs/configuration.md, docs/benchmarks.md); an embedder without one reads cosines as they are.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ SCALES: dict[str, CosineScale] = {
     # Its cosines are aligned across languages ("Как удалить документ?" and "How do I delete a document?" read
     # 0.41 and 0.42 against the sentence that answers both); an unrelated question reads 0.0-0.05 against it.
     "use-multilingual": CosineScale(answers_dense=0.3),
-    # Semantic top-20 of 100 queries each on scifact and jsquad (eval samples, README "e5-small"):
+    # Semantic top-20 of 100 queries each on scifact and jsquad (eval samples, docs/benchmarks.md):
     # the best passage of an unrelated collection scores 0.79 (median; 95th percentile 0.80-0.81),
     # relevant passages 0.88-0.91 (median; 5th percentile 0.84-0.86), and 0.87-0.89 best separates
     # relevant passages from the non-relevant ones retrieved beside them. The chat floor 0.82 keeps
