@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains an admin added in the app
 MAX_SESSION_TITLE_CHARS = 200
+SOURCE_LOCK_STRIPES = 64
 
 
 _NOTICES_LOGGED: set[str] = set()  # databases whose embedder notice this process has logged
@@ -97,6 +98,9 @@ class Workbench:
         self._embedder: BaseEmbedding | None = embedder
         self._embedder_lock = threading.Lock()
         self._store_checked = False
+        # Ingests of one (site, source) in this process wait for each other, so the second finds the first's
+        # version and skips embedding it again (across processes the store's own check reports 'unchanged').
+        self._source_locks = [threading.Lock() for _ in range(SOURCE_LOCK_STRIPES)]
 
     # ----- models -----
     @property
@@ -176,7 +180,8 @@ class Workbench:
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
         check_label(title, "title")
-        report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
+        with self._source_locks[hash((site_id, source.strip())) % SOURCE_LOCK_STRIPES]:
+            report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
     def ingest_texts(self, records: Sequence[TextRecord], *, site_id: str,
