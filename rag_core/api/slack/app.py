@@ -145,7 +145,7 @@ class SlackBot:
         if isinstance(error, BoltUnhandledRequestError):
             log.info("Ignored a Slack %s the bot has no handler for", str(kind)[:40])
             return
-        log.error("Slack %s failed: %s", str(kind)[:40], type(error).__name__)
+        log.error("Slack %s failed: %s", str(kind)[:40], type(error).__name__, exc_info=error)
 
     def _on_mention(self, event: dict[str, Any], body: dict[str, Any], context: Any) -> None:
         self._on_user_message(event, body, context)
