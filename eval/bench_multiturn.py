@@ -30,7 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "chat"))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests" / part) for part in ("chat", "")]
 
 import company_set  # noqa: E402
 from multiturn_set import CONVERSATIONS, DOCS, ask_conversations, hit_rates  # noqa: E402

@@ -109,6 +109,9 @@ class RagSettings(BaseSettings):
     api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")
     admin_api_key: str = Field(default="", description="Key for deletes and the retention cleanup; may use every site.")
     rate_limit: str = Field(default="120/minute", description="Requests per API key, e.g. 120/minute; off disables.")
+    ingest_char_limit: str = Field(
+        default="10000000/hour", description="Characters of documents one API key may send to POST /documents per "
+                                             "window (embedding costs CPU per character); off disables.")
     redis_url: str = Field(default="", description="redis://host:6379/0 shares rate limits and the search cache "
                                                    "between workers; empty keeps them in the process.")
 
@@ -142,6 +145,16 @@ class RagSettings(BaseSettings):
     eval_data: Path | None = Field(
         default=None, description="Folder of BEIR-layout evaluation sets, one sub-folder per set "
                                   "(`rag eval fetch` writes there); unset means RAG_DATA_DIR/eval-data.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _readable_database_url(cls, value: str | None) -> str | None:
+        from rag_core.db.database import URL_FORM, database_url_problem
+
+        problem = database_url_problem(value) if value else None
+        if problem:
+            raise ValueError(f"not a PostgreSQL URL: {problem}; write {URL_FORM}")
+        return value
 
     @field_validator("allowed_domains", mode="before")
     @classmethod
@@ -197,7 +210,8 @@ def load_settings(**overrides: object) -> RagSettings:
             loc = err.get("loc") or ()
             name = str(loc[0]) if loc else ""
             var = name if name.isupper() else (f"RAG_{name.upper()}" if name else "settings")
-            if name == "database_url":
-                var = "DATABASE_URL"
+            if name.lower() in ("database_url", "rag_database_url"):  # its value may hold a password: never quoted
+                problems.append(f"DATABASE_URL: {str(err.get('msg')).removeprefix('Value error, ')}")
+                continue
             problems.append(f"{var}: {err.get('msg')} (got {err.get('input')!r})")
         raise ConfigError("Invalid configuration: " + "; ".join(problems)) from None

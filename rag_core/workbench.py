@@ -19,14 +19,14 @@ from rag_core.ingest import store, vector_index
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
 from rag_core.ingest.types import Progress, TextRecord
 from rag_core.ingest.loaders import SUPPORTED_TYPES, unsupported_reason
-from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
 )
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
-from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.documents import check_document
+from rag_core.security.ids import DEFAULT_SITE, check_id
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains an admin added in the app
 MAX_SESSION_TITLE_CHARS = 200
+SOURCE_LOCK_STRIPES = 64
 
 
 _NOTICES_LOGGED: set[str] = set()  # databases whose embedder notice this process has logged
@@ -97,6 +98,9 @@ class Workbench:
         self._embedder: BaseEmbedding | None = embedder
         self._embedder_lock = threading.Lock()
         self._store_checked = False
+        # Ingests of one (site, source) in this process wait for each other, so the second finds the first's
+        # version and skips embedding it again (across processes the store's own check reports 'unchanged').
+        self._source_locks = [threading.Lock() for _ in range(SOURCE_LOCK_STRIPES)]
 
     # ----- models -----
     @property
@@ -138,6 +142,7 @@ class Workbench:
     def ingest_paths(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
                      site_id: str = DEFAULT_SITE, progress: ProgressCallback | None = None) -> IngestReport:
         """Ingest files and folders (recursively); unchanged files are skipped without embedding."""
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         files, problems = discover_files(paths, include, exclude)
         max_bytes = int(self.settings.max_file_mb * 1_000_000)
@@ -171,19 +176,19 @@ class Workbench:
     def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
                     file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
         """Ingest raw text under a source name; the same source again replaces it."""
-        if not source or not source.strip():
-            raise InvalidInput("source is empty; give a file name or URL that identifies the text.")
+        check_document(site_id, source, text or "")
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
-        check_text_length(text, MAX_DOCUMENT_CHARS, "content")
-        check_label(source, "source")
         check_label(title, "title")
-        report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
+        with self._source_locks[hash((site_id, source.strip())) % SOURCE_LOCK_STRIPES]:
+            report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
     def ingest_texts(self, records: Sequence[TextRecord], *, site_id: str,
                      progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest many texts (dicts with source, text and optional title, metadata) in one run."""
+        """Ingest many texts (dicts with source, text and optional title, metadata) in one run; a text the document
+        rules refuse (`security/documents.py`) is reported as failed, the others are stored."""
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         items = [text_item(r["source"], r["text"], site_id, r.get("title"), r.get("file_type", "txt"),
                            r.get("metadata")) for r in records if r.get("text", "").strip()]
@@ -193,6 +198,7 @@ class Workbench:
         """Ingest an uploaded file's bytes; its type comes from the name's suffix."""
         from rag_core.ingest.loaders import load_bytes
 
+        check_id(site_id, "site_id")
         suffix = Path(name).suffix.lower()
         if suffix not in SUPPORTED_TYPES:
             return SourceOutcome(source or name, "failed", site_id=site_id,
@@ -269,6 +275,7 @@ class Workbench:
         """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
         from rag_core.ingest import web
 
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         with notebook_progress(progress, "fetching", unit="page") as progress:
             report = web.ingest_url(self.db, lambda: self.embedder, self._crawl_settings(), url, site_id=site_id,
@@ -281,6 +288,7 @@ class Workbench:
         """Ingest the pages linked from an index page (depth 1) whose URL matches the regex `pattern`."""
         from rag_core.ingest import web
 
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         with notebook_progress(progress, "pages", unit="page") as progress:
             report = web.ingest_index(self.db, lambda: self.embedder, self._crawl_settings(), index_url, pattern,

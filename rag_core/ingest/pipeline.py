@@ -18,6 +18,7 @@ from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
+from rag_core.security.documents import check_document
 from rag_core.security.paths import entry_problem, read_regular_file
 from rag_core.security.text import file_name_problem, visible_title
 from rag_core.ingest.types import Progress, ProgressCallback
@@ -289,13 +290,16 @@ class IngestPipeline:
                 for ch in doc.chunks:
                     ch.embedding = vectors[pos]
                     pos += 1
-            for doc, doc_id, inserted, error in store.write_documents(self.db, [d for d, _, _ in pending]):
+            for doc, doc_id, status, error in store.write_documents(self.db, [d for d, _, _ in pending]):
                 if error:
                     report.outcomes.append(SourceOutcome(doc.source, "failed", reason=error, site_id=doc.site_id))
+                elif status == "unchanged":  # a concurrent ingest stored the same content first
+                    report.outcomes.append(SourceOutcome(doc.source, "unchanged", document_id=doc_id,
+                                                         site_id=doc.site_id))
                 else:
                     chunks_done += len(doc.chunks)
-                    report.outcomes.append(SourceOutcome(doc.source, "indexed" if inserted else "updated",
-                                                         len(doc.chunks), document_id=doc_id, site_id=doc.site_id))
+                    report.outcomes.append(SourceOutcome(doc.source, status, len(doc.chunks), document_id=doc_id,
+                                                         site_id=doc.site_id))
             pending, pending_chunks = [], 0
             tick()
 
@@ -326,6 +330,7 @@ class IngestPipeline:
     def _prepare(self, item: SourceItem) -> store.DocumentRow:
         loaded = item.load()
         text = loaded.text
+        check_document(item.site_id, item.source, text)  # before any chunking or embedding
         if not text.strip():
             raise LoaderError("the document has no text")
         pieces = chunk_text(text, self.settings.chunk_size, self.settings.chunk_overlap, pages=loaded.pages or None)

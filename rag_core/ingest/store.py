@@ -14,6 +14,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import EmbedderMismatch, RagError
+from rag_core.security.documents import check_document
 from rag_core.textproc import FTS_CONFIG
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,17 @@ def _lock_source(conn: psycopg.Connection, site_id: str, source: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"{site_id}\x1f{source}",))
 
 
-def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, bool]:
+def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, str]:
+    """Write one document under its (site, source) lock: 'indexed', 'updated', or 'unchanged' when a concurrent
+    ingest stored the same content with the same chunking while this one was embedding it."""
     _lock_source(conn, doc.site_id, doc.source)
+    chunking = doc.metadata.get("chunking")
+    if chunking:
+        same = conn.execute("SELECT id FROM documents WHERE site_id = %s AND source = %s AND content_hash = %s"
+                            " AND metadata->>'chunking' = %s",
+                            (doc.site_id, doc.source, doc.content_hash, chunking)).fetchone()
+        if same:
+            return same[0], "unchanged"
     params = {
         "site_id": doc.site_id, "source": doc.source, "title": doc.title, "file_type": doc.file_type,
         "file_size": doc.file_size, "category": doc.category, "language": doc.language,
@@ -124,7 +134,7 @@ def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, bool]:
     doc_id, inserted = conn.execute(_UPSERT, params).fetchone()
     if not inserted:
         conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
-    return doc_id, inserted
+    return doc_id, "indexed" if inserted else "updated"
 
 
 def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]]) -> None:
@@ -155,35 +165,51 @@ def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]])
     conn.execute("DELETE FROM chunk_stage")
 
 
-def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, bool, str | None]]:
-    """Replace each document and its chunks; returns (doc, id, inserted, error) per document.
+def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, str, str | None]]:
+    """Replace each document and its chunks; returns (doc, id, status, error) per document, in order; the status
+    is 'indexed', 'updated', 'unchanged' (see _write_one) or 'failed' (with the error).
 
-    Fast path: the whole batch in one transaction. If it fails, each document is retried in its
-    own transaction so one bad document cannot take the others down, and a failed document keeps
-    its previous version whole.
+    Every document first passes the document rules (security/documents.py): this is the one gate every
+    way into the store goes through. Fast path: the whole batch in one transaction. If it fails, each
+    document is retried in its own transaction so one bad document cannot take the others down, and a
+    failed document keeps its previous version whole.
     """
+    refused: dict[int, str] = {}
+    for doc in docs:
+        try:
+            check_document(doc.site_id, doc.source, doc.content)
+        except RagError as exc:
+            refused[id(doc)] = exc.message
+    valid = [doc for doc in docs if id(doc) not in refused]
+    outcome = {id(doc): (doc_id, status, error) for doc, doc_id, status, error in _write_valid(db, valid)}
+    return [(doc, None, "failed", refused[id(doc)]) if id(doc) in refused else (doc, *outcome[id(doc)])
+            for doc in docs]
+
+
+def _write_valid(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, str, str | None]]:
     if not docs:
         return []
     try:
         with db.connection() as conn:
             with conn.transaction():
                 written = [(doc, *_write_one(conn, doc)) for doc in docs]
-                _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, _ in written])
+                _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, status in written if status != "unchanged"])
     except psycopg.Error:
         pass
     else:
         compact_term_stats(db, {doc.site_id for doc in docs})
-        return [(doc, doc_id, inserted, None) for doc, doc_id, inserted in written]
-    results: list[tuple[DocumentRow, int | None, bool, str | None]] = []
+        return [(doc, doc_id, status, None) for doc, doc_id, status in written]
+    results: list[tuple[DocumentRow, int | None, str, str | None]] = []
     for doc in docs:
         try:
             with db.connection() as conn:
                 with conn.transaction():
-                    doc_id, inserted = _write_one(conn, doc)
-                    _copy_chunks(conn, [(doc_id, doc)])
-            results.append((doc, doc_id, inserted, None))
+                    doc_id, status = _write_one(conn, doc)
+                    if status != "unchanged":
+                        _copy_chunks(conn, [(doc_id, doc)])
+            results.append((doc, doc_id, status, None))
         except psycopg.Error as exc:
-            results.append((doc, None, False, f"database rejected the document: {str(exc).splitlines()[0]}"))
+            results.append((doc, None, "failed", f"database rejected the document: {str(exc).splitlines()[0]}"))
     compact_term_stats(db, {doc.site_id for doc, doc_id, _, _ in results if doc_id is not None})
     return results
 

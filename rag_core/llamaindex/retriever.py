@@ -18,6 +18,8 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from rag_core.errors import InvalidQuery
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import MODES, validate_search
+from rag_core.security.ids import check_id
+from rag_core.security.text import check_storable
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
@@ -69,6 +71,7 @@ def filter_scope(filters: MetadataFilters | None, site_id: str | None = None) ->
         target, op = FILTER_KEYS.get(f.key), f.operator
         if target is None:
             raise _unsupported(f"A filter on '{f.key}'")
+        check_storable(f.value, f"The filter on '{f.key}'")  # a NUL or a lone surrogate never reaches SQL
         if target == "types" and op in (FilterOperator.EQ, FilterOperator.IN):
             types += [f.value] if isinstance(f.value, str) else list(f.value or [])
         elif target == "date" and op in (FilterOperator.GTE, FilterOperator.GT, FilterOperator.EQ):
@@ -82,6 +85,7 @@ def filter_scope(filters: MetadataFilters | None, site_id: str | None = None) ->
         elif target == "source" and op in (FilterOperator.EQ, FilterOperator.TEXT_MATCH) and isinstance(f.value, str):
             source = f.value
         elif target == "site_id" and op == FilterOperator.EQ and isinstance(f.value, str):
+            check_id(f.value, f"The filter on '{f.key}'")
             if site_id is not None and f.value != site_id:
                 raise InvalidQuery(f"The filter site={f.value!r} contradicts site_id={site_id!r}; give one of them.",
                                    details={"field": "filters"})
@@ -155,8 +159,9 @@ def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dic
 
     import numpy as np
 
+    check_storable(query, "query")
     wb._require_compatible_store()
-    text = " ".join((query or "").replace("\x00", " ").split())
+    text = " ".join((query or "").split())
     if not text and (mode != "semantic" or embedding is None):
         raise InvalidQuery("The query is empty; give the text to retrieve for.", details={"field": "query"})
     if embedding is not None:
