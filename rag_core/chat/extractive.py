@@ -444,7 +444,35 @@ def join_quotes(parts: Sequence[str]) -> str:
     return text
 
 
-def compose(picked: Sequence[Sentence]) -> str:
-    """The answer: the picked units with their numbers. The document's title is not repeated here: it
-    stands beside the number in the Sources."""
-    return join_quotes([cite(s) for s in picked])
+# A Japanese question that asks which thing or who ("…はどこの国の企業か？", "…を作った会社は？", "誰"), not how
+# many or when: its answer is often the subject that a Wikipedia-style sentence leaves out because its article's
+# title names it ("しかし18世紀には…3国に分裂。" in the article "ラオス").
+_ASKS_FOR_SUBJECT_JA = re.compile(
+    r"(誰|どこ|どの|どれ|何という|何と呼|何か|なに|何を|何が|何で|何の|何[？?]$|[のと]は[？?]?$|"
+    r"(国|国家|会社|企業|人物|人|都市|市|町|村|県|州|島|川|山|湖|駅|局|党|社|組織|団体|大学|チーム|選手|作品|言語|"
+    r"宗教|建物|寺|城|言葉|名前|名称|用語|総称|季節|時代|物質|化合物|生物|動物|植物|病気|技術|方法|制度|法律|戦争)"
+    r"(は|か|を|ですか)[？?]?$)")
+# Longer titles are document names ("日本オフィス休暇規程"), not the name of a subject.
+MAX_SUBJECT_TITLE_CHARS = 30
+
+
+def asks_for_subject(question: str) -> bool:
+    """Whether a question asks for the thing a passage is about, in a language whose sentences leave it out."""
+    return bool(_CJK_RUN.search(question)) and bool(_ASKS_FOR_SUBJECT_JA.search(question.strip()))
+
+
+def compose(picked: Sequence[Sentence], subjects: dict[int, str] | None = None) -> str:
+    """The answer: the picked units with their numbers.
+
+    A document's title is not repeated in the answer (it stands beside the number in the Sources), except
+    as the subject of a sentence that leaves it out when the question asks for that subject (`subjects`,
+    by passage: given only then), and only for a sentence, not a table row, that does not name it already.
+    """
+    subjects = subjects or {}
+    parts: list[str] = []
+    for s in picked:
+        subject = " ".join((subjects.get(s.passage) or "").split())
+        named = subject and len(subject) <= MAX_SUBJECT_TITLE_CHARS and subject not in s.text and \
+            not _SHEET_ROW.match(s.text)
+        parts.append(f"{subject} — {cite(s)}" if named else cite(s))
+    return join_quotes(parts)

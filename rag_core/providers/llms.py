@@ -86,7 +86,8 @@ class ExtractiveLLM(LLM):
         return f"{previous} {question}".strip() if previous else question
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
-        from rag_core.chat.extractive import answers_question, compose, pick_sentences, score_sentences
+        from rag_core.chat.extractive import (answers_question, asks_for_subject, compose, pick_sentences,
+                                              score_sentences)
 
         words = labels(request.language)
         if not request.passages:
@@ -94,9 +95,11 @@ class ExtractiveLLM(LLM):
             if on_token:
                 on_token(text)
             return text
+        subjects = {p.n: p.title for p in request.passages if p.title not in request.question} \
+            if asks_for_subject(request.question) else {}
         if request.units:  # judged by the turn already (rag_core.chat.grounding)
             answering = sorted((u for u in request.units if u.answers), key=lambda u: -u.score)
-            text = compose(pick_sentences(answering, max_sentences=self.max_sentences)) if answering \
+            text = compose(pick_sentences(answering, max_sentences=self.max_sentences), subjects) if answering \
                 else words["no_context"]
             if on_token:
                 on_token(text)
@@ -112,7 +115,7 @@ class ExtractiveLLM(LLM):
                                  context_query=context_query, embed=embed, embed_query=embed_query,
                                  relevance=None if self.scale.is_identity else self.scale.relevance)
         if scored and answers_question(scored[0], min_dense=answers_dense):
-            text = compose(pick_sentences(scored, max_sentences=self.max_sentences))
+            text = compose(pick_sentences(scored, max_sentences=self.max_sentences), subjects)
         else:
             text = words["no_context"]
         if on_token:
