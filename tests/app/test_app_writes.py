@@ -99,7 +99,8 @@ def test_reset_asks_first_and_conversations_are_renamed_and_deleted(app_wb, app_
     at.button(key="chat_reset_no").click().run()  # Cancel keeps it
     assert len(app_wb.chat_history(current)) == 2 and not at.sidebar.warning
 
-    at.selectbox(key="chat_manage_pick").set_value(other).run()
+    # Rename and Delete act on the open conversation: open the other one first.
+    at.selectbox(key="chat_session_pick").set_value(other).run()
     at.text_input(key=f"chat_title_{other}").input("Spring maintenance").run()
     at.button(key="chat_rename").click().run()
     assert_clean(at)
@@ -108,13 +109,13 @@ def test_reset_asks_first_and_conversations_are_renamed_and_deleted(app_wb, app_
     picker = at.selectbox(key="chat_session_pick")
     assert "Spring maintenance · 1 message" in picker.options
 
-    at.selectbox(key="chat_manage_pick").set_value(other).run()
     assert at.button(key="chat_delete").disabled  # the checkbox confirms first
     at.checkbox(key=f"chat_delete_sure_{other}").check().run()
     at.button(key="chat_delete").click().run()
     assert_clean(at)
     assert app_wb.get_session(other) is None and app_wb.get_session(current) is not None
     assert any("Deleted 'Spring maintenance'" in t.value for t in at.toast)
+    at.selectbox(key="chat_session_pick").set_value(current).run()
 
     at.button(key="chat_reset").click().run()
     at.button(key="chat_reset_yes").click().run()
