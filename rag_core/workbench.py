@@ -26,7 +26,8 @@ from rag_core.ingest.pipeline import (
 )
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
-from rag_core.security.ids import DEFAULT_SITE
+from rag_core.ingest.sample import PROJECT_ROOT, sample_corpus_paths
+from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
@@ -159,14 +160,21 @@ class Workbench:
                    if Path(p).expanduser().is_dir()]
         return [s for s in store.sources_under(self.db, site_id, folders) if not Path(s).exists()]
 
-    def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
+    def ingest_sample_corpus(self, site_id: str = SAMPLE_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""
+        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus) into the site
+        `sample`, which 'every site' leaves out: its passages never come back among a user's own sources."""
         paths = sample_corpus_paths()
         if not paths:
             raise NotFound(f"The sample corpus (README.md and docs/*.md) is not in {PROJECT_ROOT}; "
                            "run from a source checkout or ingest your own folder instead.")
         return self.ingest_paths(paths, site_id=site_id, progress=progress)
+
+    def remove_sample_corpus(self) -> DeletedCounts:
+        """Delete the sample corpus: every document of the site `sample`, with its chunks."""
+        docs, chunks = store.delete_site_documents(self.db, SAMPLE_SITE)
+        self._after_write()
+        return DeletedCounts(documents=docs, chunks=chunks)
 
     def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
                     file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
@@ -364,7 +372,7 @@ class Workbench:
             types: document types (pdf, docx, xlsx, txt, md, csv, html), a list or a comma list.
             date_from: first day (YYYY-MM-DD) of the documents' date, inclusive; date_to likewise.
             source: an absolute path or URL prefix, or any part of the source path.
-            site_id: one site; None searches every site except the evaluation sites ('eval:*').
+            site_id: one site; None searches every site except the evaluation sites ('eval:*') and the sample ('sample').
             max_chunks: context chunks per document (1-10).
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
@@ -734,16 +742,6 @@ class Workbench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# The source checkout's root: its README.md and docs/ are the first-run sample corpus.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
-
-def sample_corpus_paths(root: Path = PROJECT_ROOT) -> list[Path]:
-    """README.md and docs/*.md of the project (what the app's first-run button ingests)."""
-    paths = [root / "README.md"] if (root / "README.md").is_file() else []
-    return paths + sorted((root / "docs").glob("*.md"))
 
 
 def resolve_database(settings: RagSettings) -> tuple[str, bool]:

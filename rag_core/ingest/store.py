@@ -14,6 +14,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from rag_core.db.database import Database
 from rag_core.errors import EmbedderMismatch, RagError
+from rag_core.security.ids import every_site_sql
 from rag_core.textproc import FTS_CONFIG
 
 log = logging.getLogger(__name__)
@@ -209,6 +210,16 @@ def delete_source(db: Database, source: str, site_id: str | None = None) -> tupl
     return len(rows), sum(r[0] for r in rows)
 
 
+def delete_site_documents(db: Database, site_id: str) -> tuple[int, int]:
+    """Delete every document of one site with its chunks; returns (documents, chunks) deleted."""
+    with db.connection() as conn:
+        docs, chunks = conn.execute(
+            "WITH gone AS (DELETE FROM documents WHERE site_id = %s RETURNING chunk_count)"
+            " SELECT count(*), coalesce(sum(chunk_count), 0) FROM gone", (site_id,)).fetchone()
+    compact_term_stats(db, {site_id})
+    return int(docs), int(chunks)
+
+
 # BM25 statistics (term_stats, corpus_stats) are ledgers of deltas appended by triggers on chunks
 # (migration 0002), so concurrent writers never contend for a row. Readers sum a lexeme's rows;
 # once a site has this many unfolded rows they are folded into one row per lexeme.
@@ -232,9 +243,8 @@ def compact_term_stats(db: Database, site_ids: "set[str] | Sequence[str]", force
             log.warning("Could not compact the search statistics of site %s: %s", site, exc)
 
 
-# Evaluation sets live in sites with this prefix; they never appear in a user's own views.
-EVAL_SITE_PREFIX = "eval:"
-_SITE_FILTER = "((%(site)s::text IS NULL AND site_id NOT LIKE 'eval:%%') OR site_id = %(site)s)"
+# One site, or with none every site of the user's: never the evaluation sites nor the sample corpus.
+_SITE_FILTER = f"((%(site)s::text IS NULL AND {every_site_sql('site_id')}) OR site_id = %(site)s)"
 
 
 class StoreCounts(TypedDict):

@@ -17,6 +17,7 @@ import orjson
 from rag_core.db.database import Database
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
 from rag_core.search.validation import MODES
+from rag_core.security.ids import every_site_sql
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datet
     start = _since(since)
     flush_query_log(db)
     where = ("site_id = %(site)s" if site_id is not None
-             else "(site_id IS NULL OR site_id NOT LIKE 'eval:%%')")
+             else f"(site_id IS NULL OR {every_site_sql('site_id')})")
     if start is not None:
         where += " AND created_at >= %(since)s"
     return where, start
