@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
@@ -39,7 +40,7 @@ from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
 
 if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependencies
-    from datetime import date, datetime, timedelta
+    from datetime import date, timedelta
 
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
@@ -212,7 +213,8 @@ class Workbench:
         check_label(source, "source")
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
-                          metadata={"file_name": name, "uploaded": True})
+                          metadata={"file_name": name, "uploaded": True}, file_bytes=True,
+                          received_at=datetime.now(timezone.utc))
         return self._run([item], None).outcomes[0]
 
     # ----- web -----

@@ -414,6 +414,35 @@ def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str
     return {r[0]: {"content_hash": r[1], "chunking": r[2], "etag": r[3], "last_modified": r[4]} for r in rows}
 
 
+def documents_by_hash(db: Database, site_id: str, hashes: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """content_hash -> (source, uploaded?) of the site's stored documents with one of these hashes (the
+    oldest per hash)."""
+    if not hashes:
+        return {}
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT ON (content_hash) content_hash, source, coalesce((metadata->>'uploaded')::boolean, false)"
+            " FROM documents WHERE site_id = %s AND content_hash = ANY(%s) ORDER BY content_hash, id",
+            (site_id, list(set(hashes))),
+        ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def move_source(db: Database, site_id: str, old: str, new: str, category: str, metadata: dict[str, Any]) -> bool:
+    """Give a stored document another source (its chunks stay); `metadata` is merged in and 'uploaded'
+    dropped. False when `old` is not stored or `new` already is."""
+    with db.connection() as conn:
+        with conn.transaction():
+            _lock_source(conn, site_id, new)
+            moved = conn.execute(
+                "UPDATE documents SET source = %s, category = %s,"
+                " metadata = (coalesce(metadata, '{}'::jsonb) - 'uploaded') || %s::jsonb, updated_at = now()"
+                " WHERE site_id = %s AND source = %s"
+                " AND NOT EXISTS (SELECT 1 FROM documents WHERE site_id = %s AND source = %s)",
+                (new, category, json.dumps(metadata, default=str), site_id, old, site_id, new)).rowcount
+    return bool(moved)
+
+
 def merge_document_metadata(db: Database, site_id: str, source: str, patch: dict[str, Any]) -> None:
     """Merge keys into a stored document's metadata without touching its content or chunks."""
     with db.connection() as conn:
