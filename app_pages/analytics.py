@@ -82,6 +82,15 @@ with st.expander("Upload judged queries", icon=":material/upload:"):
         if added is not None:
             ui.toast_next(f"Judged set: {ui.plural(added['queries'], 'query', 'queries')}.")
             ui.after_write()
+if judged and judged["deleted_sources"]:
+    stale = [i for i in judged["items"] if i["deleted"]]
+    st.warning(f"{ui.plural(len(stale), 'judged query', 'judged queries')} name relevant sources deleted from this "
+               "site since they were judged. The evaluation scores such a query on its sources still stored and "
+               "leaves it out when none is left (no search could find a deleted source); ingest them again or "
+               "judge other hits.", icon=":material/link_off:")
+    st.dataframe([{"query": i["query"], "deleted sources": ", ".join(i["deleted"]),
+                   "still stored": len(i["relevant"]) - len(i["deleted"])} for i in stale],
+                 hide_index=True, width="stretch", key="judged_deleted_table")
 if judged and judged["queries"]:
     run_cols = st.columns([2, 2, 3], vertical_alignment="bottom")
     judged_mode = run_cols[0].segmented_control("Mode", ["hybrid", "semantic", "fulltext"], default="hybrid",
@@ -104,6 +113,10 @@ if judged and judged["queries"]:
         queries_by_id = {i["id"]: i for i in judged["items"]}
         with st.expander("Per query (the latest evaluation)"):
             latest = max(own, key=lambda r: str(r.get("written", "")))
+            left_out = [d for d in latest.get("deleted_judgements", []) if not d["scored"]]
+            if left_out:
+                st.caption(f"Not scored: {ui.plural(len(left_out), 'query', 'queries')} whose every relevant source "
+                           "was deleted: " + "; ".join(ui.md_text(d["query"]) for d in left_out[:5]))
             st.dataframe([{"query": queries_by_id.get(q["query_id"], {}).get("query", q["query_id"]),
                            "hit": bool(q["hit"]), "rank of a relevant hit": next(
                                (i for i, d in enumerate(q["ranked"], 1)

@@ -626,42 +626,55 @@ class Workbench:
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- a user's own judged queries -----
+    def _stored_sources(self, site_id: str) -> Callable[[list[str]], set[str]]:
+        """Which of some sources the site stores (judgements name sources that may since have been deleted)."""
+        def stored(candidates: list[str]) -> set[str]:
+            return store.stored_sources(self.db, site_id, candidates)
+
+        return stored
+
     def judged_queries(self, site_id: str = DEFAULT_SITE) -> JudgedSet:
-        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout."""
+        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout; each lists
+        the relevant sources deleted from the site since (`deleted`)."""
         from rag_core.evaluation import judged
 
-        return judged.judged_set(self.settings.data_dir, site_id)
+        return judged.judged_set(self.settings.data_dir, site_id, self._stored_sources(site_id))
 
     def mark_relevant(self, query: str, source: str, site_id: str = DEFAULT_SITE, title: str = "",
                       relevant: bool = True) -> JudgedSet:
         """Judge a search hit: `source` answers `query` (relevant=False withdraws the judgement)."""
         from rag_core.evaluation import judged
 
-        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant)
+        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant,
+                                    stored=self._stored_sources(site_id))
 
     def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> JudgedSet:
         """Add a queries file (BEIR queries.jsonl, or id<TAB>text) and a qrels.tsv whose corpus ids are the
         site's stored sources to the site's judged set."""
         from rag_core.evaluation import judged
 
-        def known(candidates: list[str]) -> set[str]:
-            with self.db.connection() as conn:
-                rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
-                                    (site_id, candidates)).fetchall()
-            return {r[0] for r in rows}
-
-        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
+        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, self._stored_sources(site_id))
 
     def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
                         progress: Callable[[int, int], None] | None = None) -> SavedEvaluation:
         """Score the site's judged queries against its stored documents with the evaluation runner; the
-        result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
+        result (the JSON of `rag eval`, per query included) is kept for the Analytics page.
+
+        A relevant source deleted from the site since it was judged is no miss of search: a query is scored
+        on its relevant sources still stored, one with none left is not scored, and both are listed under
+        `deleted_judgements`."""
         from rag_core.evaluation import judged
         from rag_core.evaluation.runner import evaluate_dataset
 
-        ds = judged.load_judged(self.settings.data_dir, site_id)
+        ds, deleted = judged.without_deleted(judged.load_judged(self.settings.data_dir, site_id),
+                                             self._stored_sources(site_id))
+        if not ds.judged_queries:
+            raise InvalidInput(f"Every judged query of site '{site_id}' names only sources deleted from the site "
+                               f"since ({', '.join(sorted({d for j in deleted for d in j['deleted']})[:3])}); "
+                               "ingest them again or judge hits of the stored documents on the Search page.")
         result = evaluate_dataset(self, ds, mode=mode, k=k, query_progress=progress, site_id=site_id)
-        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})"}
+        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})",
+                "deleted_judgements": deleted}
         judged.save_result(self.settings.data_dir, site_id, data)
         return data
 

@@ -443,6 +443,16 @@ def move_source(db: Database, site_id: str, old: str, new: str, category: str, m
     return bool(moved)
 
 
+def stored_sources(db: Database, site_id: str, candidates: Sequence[str]) -> set[str]:
+    """Those of `candidates` that are sources of stored documents of the site."""
+    if not candidates:
+        return set()
+    with db.connection() as conn:
+        rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
+                            (site_id, list(candidates))).fetchall()
+    return {r[0] for r in rows}
+
+
 def merge_document_metadata(db: Database, site_id: str, source: str, patch: dict[str, Any]) -> None:
     """Merge keys into a stored document's metadata without touching its content or chunks."""
     with db.connection() as conn:

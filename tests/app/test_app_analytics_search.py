@@ -62,7 +62,7 @@ def test_judged_queries_from_the_search_page_and_a_file_are_evaluated_on_the_ana
     assert at.button(key="judge_1").label == "Relevant"  # the hit shows its judgement
     judged = app_wb.judged_queries(app_site)
     assert judged["items"] == [{"id": judged["items"][0]["id"], "query": "boiler relief valve pressure",
-                                "relevant": ["manuals/boiler.md"]}]
+                                "relevant": ["manuals/boiler.md"], "deleted": []}]
 
     at.switch_page("app_pages/analytics.py").run()
     assert_clean(at)
@@ -150,3 +150,36 @@ def test_downloads_hold_every_result_up_to_the_cap(app_wb, app_site) -> None:
     assert len(app_ui.all_results(app_wb, params, cap=6, page_size=3)) == 6
     app_wb.flush_search_log()
     assert "air filter change log" not in popular(app_wb, app_site)  # downloads are no typed searches
+
+
+def test_judged_queries_whose_source_was_deleted_are_flagged_and_not_counted_as_misses(app_wb, app_site) -> None:
+    app_wb.ingest_text("manuals/boiler.md", "The boiler relief valve opens at 3 bar.", site_id=app_site,
+                       file_type="md", title="Boiler")
+    app_wb.ingest_text("manuals/chiller.md", "The chiller compressor oil is changed yearly.", site_id=app_site,
+                       file_type="md", title="Chiller")
+    app_wb.mark_relevant("boiler relief valve", "manuals/boiler.md", site_id=app_site)
+    app_wb.mark_relevant("chiller compressor oil", "manuals/chiller.md", site_id=app_site)
+    app_wb.mark_relevant("relief valve and compressor oil", "manuals/chiller.md", site_id=app_site)
+    app_wb.mark_relevant("relief valve and compressor oil", "manuals/boiler.md", site_id=app_site)
+    app_wb.delete_source("manuals/chiller.md", site_id=app_site)
+
+    judged = app_wb.judged_queries(app_site)
+    assert judged["deleted_sources"] == 1
+    assert {i["query"]: i["deleted"] for i in judged["items"]} == {
+        "boiler relief valve": [], "chiller compressor oil": ["manuals/chiller.md"],
+        "relief valve and compressor oil": ["manuals/chiller.md"]}
+
+    at = open_app(app_site)
+    at.switch_page("app_pages/analytics.py").run()
+    assert_clean(at)
+    assert any("2 judged queries name relevant sources deleted" in w.value for w in at.warning)
+    flagged = next(t.value for t in at.dataframe if "deleted sources" in t.value.columns).to_dict("records")
+    assert {r["query"] for r in flagged} == {"chiller compressor oil", "relief valve and compressor oil"}
+    at.button(key="judged_run").click().run()
+    assert_clean(at)
+    result = app_wb.judged_results(app_site)[0]
+    # The query left with no stored source is reported, not scored as a miss; the other one is scored on the rest.
+    assert result["queries"] == 2 and result["hit@5"] == 1.0
+    assert {(d["query"], d["scored"]) for d in result["deleted_judgements"]} == {
+        ("chiller compressor oil", False), ("relief valve and compressor oil", True)}
+    assert any("Not scored: 1 query" in c.value and "chiller compressor oil" in c.value for c in at.caption)
