@@ -180,7 +180,10 @@ def _parse_queries(data: bytes) -> dict[str, str]:
         words = " ".join(words.split())
         if not qid or not words:
             raise InvalidInput(f"queries line {n} has an empty id or text.")
-        queries[qid] = words[:MAX_QUERY_CHARS]
+        if len(words) > MAX_QUERY_CHARS:  # cut short, it would be scored as another query than the one judged
+            raise InvalidInput(f"queries line {n} is {len(words)} characters; the limit of a query is "
+                               f"{MAX_QUERY_CHARS}. Shorten it.")
+        queries[qid] = words
     return queries
 
 

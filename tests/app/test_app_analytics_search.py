@@ -107,7 +107,6 @@ def test_search_page_hints_plurals_limits_and_related_queries(app_wb, app_site) 
                        file_type="md", title="impeller")
     at = open_app(app_site)
     at.switch_page("app_pages/search.py").run()
-    assert at.text_input(key="search_query").max_chars == 500  # the query limit of rag_core.limits
     at.text_input(key="search_query").input("impeller balanced").run()
     assert any(m.value.startswith("**1 document**") for m in at.markdown)
     at.multiselect(key="search_types").select("pdf").run()  # no PDF here: nothing matches
@@ -150,6 +149,35 @@ def test_downloads_hold_every_result_up_to_the_cap(app_wb, app_site) -> None:
     assert len(app_ui.all_results(app_wb, params, cap=6, page_size=3)) == 6
     app_wb.flush_search_log()
     assert "air filter change log" not in popular(app_wb, app_site)  # downloads are no typed searches
+
+
+def test_a_query_past_the_length_limit_is_refused_with_a_message(app_wb, app_site, cli_env) -> None:
+    """A pasted query over the limit is refused, saying the limit, on every surface: never cut short or emptied
+    without a word (the Search page's box used to drop a paste past 500 characters)."""
+    from typer.testing import CliRunner
+
+    from rag_core.cli import app
+    from rag_core.errors import InvalidInput
+
+    app_wb.ingest_text("notes/valves.md", "Valves are checked every spring.", site_id=app_site, file_type="md")
+    pasted = ("valves checked every spring " * 25)[:612]
+    at = open_app(app_site)
+    at.switch_page("app_pages/search.py").run()
+    at.text_input(key="search_query").input(pasted).run()
+    assert at.text_input(key="search_query").value == pasted  # the words stay in the box, whole
+    assert any("Query is 612 characters; the limit is 500." in e.value for e in at.error)
+
+    at.switch_page("app_pages/chat.py").run()
+    at.chat_input[0].set_value("x" * 8_001).run()
+    assert any("8001" in e.value.replace(",", "") and "8000" in e.value.replace(",", "") for e in at.error)
+
+    result = CliRunner().invoke(app, ["search", pasted, "--site", app_site])
+    assert result.exit_code != 0 and "Query is 612 characters; the limit is 500." in result.output
+
+    import pytest
+
+    with pytest.raises(InvalidInput, match="queries line 1 is 612 characters; the limit of a query is 500"):
+        app_wb.import_judged_queries(f"q1\t{pasted}\n".encode(), b"q1\tnotes/valves.md\t1\n", site_id=app_site)
 
 
 def test_judged_queries_whose_source_was_deleted_are_flagged_and_not_counted_as_misses(app_wb, app_site) -> None:
