@@ -140,12 +140,6 @@ def search_metrics(site_id: str | None, period: str) -> dict[str, Any]:
     return workbench().search_metrics(site_id=site_id, since=PERIODS[period])
 
 
-@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
-def latency_histogram(site_id: str | None, period: str) -> dict[str, Any]:
-    """Workbench.search_latency_histogram over one of PERIODS, cached."""
-    return workbench().search_latency_histogram(site_id=site_id, since=PERIODS[period])
-
-
 @st.cache_data(ttl=60, show_spinner=False)
 def evaluation_results(folder: str | None = None) -> list[dict[str, Any]]:
     """The newest eval/results/retrieval_<set>_<mode>.json per (set, mode); unreadable files are skipped."""

@@ -180,6 +180,42 @@ def test_a_query_past_the_length_limit_is_refused_with_a_message(app_wb, app_sit
         app_wb.import_judged_queries(f"q1\t{pasted}\n".encode(), b"q1\tnotes/valves.md\t1\n", site_id=app_site)
 
 
+def bar_values(trace: dict) -> list[float]:
+    """A bar trace's heights from the figure JSON (plotly writes arrays as typed base64 data)."""
+    import base64
+
+    import numpy as np
+
+    y = trace["y"]
+    if isinstance(y, dict):
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=np.dtype(y["dtype"])).tolist()
+    return list(y)
+
+
+def test_analytics_totals_agree_with_its_charts(app_wb, app_site) -> None:
+    """The tiles and the charts beside them come from one read of the query log: the Searches tile is the
+    sum of the typed bars, all bars make every search, and the latency chart holds the searches that ran."""
+    app_wb.ingest_text("notes/seals.md", "Pump seals are replaced every second year.", site_id=app_site, file_type="md")
+    for words in ("pump seals", "seal replacement interval"):
+        app_wb.search(words, site_id=app_site, typed=True)
+    for page in (1, 2, 3):
+        app_wb.search("pump seals", site_id=app_site, page=page, typed=False)  # clicks repeating a search
+    app_wb.flush_search_log()
+    metrics = app_wb.search_metrics(site_id=app_site)
+    at = open_app(app_site)
+    at.switch_page("app_pages/analytics.py").run()
+    assert_clean(at)
+    tiles = {m.label: m.value for m in at.metric}
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    volume = next(c for c in charts if "volume" in c["layout"]["title"]["text"].lower())
+    latency = next(c for c in charts if "latency" in c["layout"]["title"]["text"].lower())
+    assert int(tiles["Searches"]) == metrics["typed_searches"] == 2
+    assert sum(bar_values(volume["data"][0])) == int(tiles["Searches"])  # the tile counts the first bars
+    assert sum(sum(bar_values(trace)) for trace in volume["data"]) == metrics["searches"] == 5
+    assert sum(bar_values(latency["data"][0])) == metrics["searches"] - metrics["errors"]
+    assert f"{metrics['searches'] - metrics['errors']:,} searches" in latency["layout"]["title"]["text"]
+
+
 def test_judged_queries_whose_source_was_deleted_are_flagged_and_not_counted_as_misses(app_wb, app_site) -> None:
     app_wb.ingest_text("manuals/boiler.md", "The boiler relief valve opens at 3 bar.", site_id=app_site,
                        file_type="md", title="Boiler")
