@@ -402,7 +402,7 @@ class Workbench:
     def query_log(self, site_id: str | None = None, since: datetime | timedelta | str | None = None,
                   limit: int = 1000) -> Records[LoggedSearch]:
         """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
-        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites and the sample when site_id is None."""
         from rag_core.search.querylog import recent_searches
 
         if not 1 <= int(limit) <= 100_000:

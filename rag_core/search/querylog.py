@@ -215,7 +215,7 @@ def _since(value: Any) -> dt.datetime | None:
 
 def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
     """The WHERE clause (params: site, since) for one site or every site but the evaluation sites
-    ('eval:*'), from `since` on; the background writer is flushed first so the rows are all there."""
+    ('eval:*') and the sample, from `since` on; the background writer is flushed first so the rows are all there."""
     start = _since(since)
     flush_query_log(db)
     where = ("site_id = %(site)s" if site_id is not None
@@ -228,7 +228,7 @@ def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datet
 def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
     """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
 
-    With site_id None every site counts except the evaluation sites ('eval:*').
+    With site_id None every site counts except the evaluation sites ('eval:*') and the sample ('sample').
     """
     where, start = _scope(db, site_id, since)
     args = {"site": site_id, "since": start, "top": top}
