@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
@@ -25,8 +26,9 @@ from rag_core.ingest.pipeline import (
 )
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
+from rag_core.ingest.sample import PROJECT_ROOT, sample_corpus_paths
 from rag_core.security.documents import check_document
-from rag_core.security.ids import DEFAULT_SITE, check_id
+from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
@@ -38,7 +40,7 @@ from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
 
 if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependencies
-    from datetime import date, datetime, timedelta
+    from datetime import date, timedelta
 
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
@@ -164,14 +166,21 @@ class Workbench:
                    if Path(p).expanduser().is_dir()]
         return [s for s in store.sources_under(self.db, site_id, folders) if not Path(s).exists()]
 
-    def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
+    def ingest_sample_corpus(self, site_id: str = SAMPLE_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""
+        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus) into the site
+        `sample`, which 'every site' leaves out: its passages never come back among a user's own sources."""
         paths = sample_corpus_paths()
         if not paths:
             raise NotFound(f"The sample corpus (README.md and docs/*.md) is not in {PROJECT_ROOT}; "
                            "run from a source checkout or ingest your own folder instead.")
         return self.ingest_paths(paths, site_id=site_id, progress=progress)
+
+    def remove_sample_corpus(self) -> DeletedCounts:
+        """Delete the sample corpus: every document of the site `sample`, with its chunks."""
+        docs, chunks = store.delete_site_documents(self.db, SAMPLE_SITE)
+        self._after_write()
+        return DeletedCounts(documents=docs, chunks=chunks)
 
     def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
                     file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
@@ -210,7 +219,8 @@ class Workbench:
         check_label(source, "source")
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
-                          metadata={"file_name": name, "uploaded": True})
+                          metadata={"file_name": name, "uploaded": True}, file_bytes=True,
+                          received_at=datetime.now(timezone.utc))
         return self._run([item], None).outcomes[0]
 
     # ----- web -----
@@ -372,7 +382,7 @@ class Workbench:
             types: document types (pdf, docx, xlsx, txt, md, csv, html), a list or a comma list.
             date_from: first day (YYYY-MM-DD) of the documents' date, inclusive; date_to likewise.
             source: an absolute path or URL prefix, or any part of the source path.
-            site_id: one site; None searches every site except the evaluation sites ('eval:*').
+            site_id: one site; None searches every site except the evaluation sites ('eval:*') and the sample ('sample').
             max_chunks: context chunks per document (1-10).
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
@@ -400,7 +410,7 @@ class Workbench:
     def query_log(self, site_id: str | None = None, since: datetime | timedelta | str | None = None,
                   limit: int = 1000) -> Records[LoggedSearch]:
         """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
-        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites and the sample when site_id is None."""
         from rag_core.search.querylog import recent_searches
 
         if not 1 <= int(limit) <= 100_000:
@@ -624,42 +634,55 @@ class Workbench:
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- a user's own judged queries -----
+    def _stored_sources(self, site_id: str) -> Callable[[list[str]], set[str]]:
+        """Which of some sources the site stores (judgements name sources that may since have been deleted)."""
+        def stored(candidates: list[str]) -> set[str]:
+            return store.stored_sources(self.db, site_id, candidates)
+
+        return stored
+
     def judged_queries(self, site_id: str = DEFAULT_SITE) -> JudgedSet:
-        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout."""
+        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout; each lists
+        the relevant sources deleted from the site since (`deleted`)."""
         from rag_core.evaluation import judged
 
-        return judged.judged_set(self.settings.data_dir, site_id)
+        return judged.judged_set(self.settings.data_dir, site_id, self._stored_sources(site_id))
 
     def mark_relevant(self, query: str, source: str, site_id: str = DEFAULT_SITE, title: str = "",
                       relevant: bool = True) -> JudgedSet:
         """Judge a search hit: `source` answers `query` (relevant=False withdraws the judgement)."""
         from rag_core.evaluation import judged
 
-        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant)
+        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant,
+                                    stored=self._stored_sources(site_id))
 
     def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> JudgedSet:
         """Add a queries file (BEIR queries.jsonl, or id<TAB>text) and a qrels.tsv whose corpus ids are the
         site's stored sources to the site's judged set."""
         from rag_core.evaluation import judged
 
-        def known(candidates: list[str]) -> set[str]:
-            with self.db.connection() as conn:
-                rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
-                                    (site_id, candidates)).fetchall()
-            return {r[0] for r in rows}
-
-        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
+        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, self._stored_sources(site_id))
 
     def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
                         progress: Callable[[int, int], None] | None = None) -> SavedEvaluation:
         """Score the site's judged queries against its stored documents with the evaluation runner; the
-        result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
+        result (the JSON of `rag eval`, per query included) is kept for the Analytics page.
+
+        A relevant source deleted from the site since it was judged is no miss of search: a query is scored
+        on its relevant sources still stored, one with none left is not scored, and both are listed under
+        `deleted_judgements`."""
         from rag_core.evaluation import judged
         from rag_core.evaluation.runner import evaluate_dataset
 
-        ds = judged.load_judged(self.settings.data_dir, site_id)
+        ds, deleted = judged.without_deleted(judged.load_judged(self.settings.data_dir, site_id),
+                                             self._stored_sources(site_id))
+        if not ds.judged_queries:
+            raise InvalidInput(f"Every judged query of site '{site_id}' names only sources deleted from the site "
+                               f"since ({', '.join(sorted({d for j in deleted for d in j['deleted']})[:3])}); "
+                               "ingest them again or judge hits of the stored documents on the Search page.")
         result = evaluate_dataset(self, ds, mode=mode, k=k, query_progress=progress, site_id=site_id)
-        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})"}
+        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})",
+                "deleted_judgements": deleted}
         judged.save_result(self.settings.data_dir, site_id, data)
         return data
 
@@ -742,16 +765,6 @@ class Workbench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# The source checkout's root: its README.md and docs/ are the first-run sample corpus.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
-
-def sample_corpus_paths(root: Path = PROJECT_ROOT) -> list[Path]:
-    """README.md and docs/*.md of the project (what the app's first-run button ingests)."""
-    paths = [root / "README.md"] if (root / "README.md").is_file() else []
-    return paths + sorted((root / "docs").glob("*.md"))
 
 
 def resolve_database(settings: RagSettings) -> tuple[str, bool]:

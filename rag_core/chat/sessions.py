@@ -13,7 +13,7 @@ from typing_extensions import NotRequired, TypedDict
 from rag_core.db.database import Database
 from rag_core.errors import InvalidInput, Unauthorized
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
-from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id
+from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id, every_site_sql
 from rag_core.security.text import check_storable
 
 ROLES = ("user", "assistant", "system")
@@ -102,7 +102,7 @@ def _message(row: Sequence[Any]) -> ChatMessage:
 
 def has_indexed_chunks(db: Database, site_id: str | None) -> bool:
     """Whether anything searchable is stored for the site (or, without one, outside the eval sites)."""
-    where = "site_id = %(site)s" if site_id else "site_id NOT LIKE 'eval:%%'"
+    where = "site_id = %(site)s" if site_id else every_site_sql("site_id")
     with db.connection() as conn:
         row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM chunks WHERE {where} AND embedding IS NOT NULL)",
                            {"site": site_id}).fetchone()

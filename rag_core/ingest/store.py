@@ -15,6 +15,7 @@ from typing_extensions import NotRequired, TypedDict
 from rag_core.db.database import Database
 from rag_core.errors import EmbedderMismatch, RagError
 from rag_core.security.documents import check_document
+from rag_core.security.ids import every_site_sql
 from rag_core.textproc import FTS_CONFIG
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,16 @@ def delete_source(db: Database, source: str, site_id: str | None = None) -> tupl
     return len(rows), sum(r[0] for r in rows)
 
 
+def delete_site_documents(db: Database, site_id: str) -> tuple[int, int]:
+    """Delete every document of one site with its chunks; returns (documents, chunks) deleted."""
+    with db.connection() as conn:
+        docs, chunks = conn.execute(
+            "WITH gone AS (DELETE FROM documents WHERE site_id = %s RETURNING chunk_count)"
+            " SELECT count(*), coalesce(sum(chunk_count), 0) FROM gone", (site_id,)).fetchone()
+    compact_term_stats(db, {site_id})
+    return int(docs), int(chunks)
+
+
 # BM25 statistics (term_stats, corpus_stats) are ledgers of deltas appended by triggers on chunks
 # (migration 0002), so concurrent writers never contend for a row. Readers sum a lexeme's rows;
 # once a site has this many unfolded rows they are folded into one row per lexeme.
@@ -258,9 +269,8 @@ def compact_term_stats(db: Database, site_ids: "set[str] | Sequence[str]", force
             log.warning("Could not compact the search statistics of site %s: %s", site, exc)
 
 
-# Evaluation sets live in sites with this prefix; they never appear in a user's own views.
-EVAL_SITE_PREFIX = "eval:"
-_SITE_FILTER = "((%(site)s::text IS NULL AND site_id NOT LIKE 'eval:%%') OR site_id = %(site)s)"
+# One site, or with none every site of the user's: never the evaluation sites nor the sample corpus.
+_SITE_FILTER = f"((%(site)s::text IS NULL AND {every_site_sql('site_id')}) OR site_id = %(site)s)"
 
 
 class StoreCounts(TypedDict):
@@ -428,6 +438,45 @@ def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str
             (site_id, list(sources)),
         ).fetchall()
     return {r[0]: {"content_hash": r[1], "chunking": r[2], "etag": r[3], "last_modified": r[4]} for r in rows}
+
+
+def documents_by_hash(db: Database, site_id: str, hashes: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """content_hash -> (source, uploaded?) of the site's stored documents with one of these hashes (the
+    oldest per hash)."""
+    if not hashes:
+        return {}
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT ON (content_hash) content_hash, source, coalesce((metadata->>'uploaded')::boolean, false)"
+            " FROM documents WHERE site_id = %s AND content_hash = ANY(%s) ORDER BY content_hash, id",
+            (site_id, list(set(hashes))),
+        ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def move_source(db: Database, site_id: str, old: str, new: str, category: str, metadata: dict[str, Any]) -> bool:
+    """Give a stored document another source (its chunks stay); `metadata` is merged in and 'uploaded'
+    dropped. False when `old` is not stored or `new` already is."""
+    with db.connection() as conn:
+        with conn.transaction():
+            _lock_source(conn, site_id, new)
+            moved = conn.execute(
+                "UPDATE documents SET source = %s, category = %s,"
+                " metadata = (coalesce(metadata, '{}'::jsonb) - 'uploaded') || %s::jsonb, updated_at = now()"
+                " WHERE site_id = %s AND source = %s"
+                " AND NOT EXISTS (SELECT 1 FROM documents WHERE site_id = %s AND source = %s)",
+                (new, category, json.dumps(metadata, default=str), site_id, old, site_id, new)).rowcount
+    return bool(moved)
+
+
+def stored_sources(db: Database, site_id: str, candidates: Sequence[str]) -> set[str]:
+    """Those of `candidates` that are sources of stored documents of the site."""
+    if not candidates:
+        return set()
+    with db.connection() as conn:
+        rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
+                            (site_id, list(candidates))).fetchall()
+    return {r[0] for r in rows}
 
 
 def merge_document_metadata(db: Database, site_id: str, source: str, patch: dict[str, Any]) -> None:

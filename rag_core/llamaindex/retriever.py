@@ -180,7 +180,7 @@ class WorkbenchRetriever(BaseRetriever):
     Args:
         mode: hybrid, semantic or fulltext.
         k: chunks per query (1-1000).
-        site_id: one site; None retrieves from every site except the evaluation sites.
+        site_id: one site; None retrieves from every site except the evaluation sites and the sample.
         filters: LlamaIndex MetadataFilters on file_type, doc_date, source and site.
     """
 

@@ -20,6 +20,21 @@ _ID = re.compile(ID_PATTERN[1:-1])
 
 # The site (tenant) documents, sessions and judgements belong to when none is named.
 DEFAULT_SITE = "default"
+# The first-run sample corpus (the project's README and docs) lives apart from a user's documents.
+SAMPLE_SITE = "sample"
+# Evaluation sets live in sites with this prefix.
+EVAL_SITE_PREFIX = "eval:"
+
+
+def every_site_sql(column: str) -> str:
+    """The SQL condition on a site column for 'every site': a user's own sites, never the evaluation sites
+    nor the sample corpus (a query with parameters: the % is doubled)."""
+    return f"({column} NOT LIKE '{EVAL_SITE_PREFIX}%%' AND {column} <> '{SAMPLE_SITE}')"
+
+
+def is_users_site(site_id: str) -> bool:
+    """Whether `site_id` belongs to 'every site' (neither an evaluation site nor the sample)."""
+    return not site_id.startswith(EVAL_SITE_PREFIX) and site_id != SAMPLE_SITE
 
 
 def is_valid_id(value: object) -> bool:
