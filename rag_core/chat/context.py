@@ -143,7 +143,7 @@ def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: 
     if settings.chat_term_coverage > 0 and any(h.similarity < floor for h in hits):
         from rag_core.search.hybrid import term_coverage
 
-        coverage = term_coverage(wb.db, content_terms(query), hits)
+        coverage = term_coverage(wb.reads, content_terms(query), hits)
     kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
     return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 
