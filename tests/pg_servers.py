@@ -11,8 +11,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psycopg
 
@@ -121,6 +123,33 @@ def start_replica(primary: PgServer, name: str = "replica") -> PgServer:
     server = PgServer(pgdata, free_port(), primary.run_as)
     server.start()
     return server
+
+
+@contextmanager
+def primary_and_replica(prefix: str, dbname: str = "rag") -> Iterator[tuple[PgServer, PgServer]]:
+    """A primary with database `dbname` (pg_stat_statements in it) and a hot standby of it; afterwards both are
+    stopped by pid and their folder removed."""
+    work = work_dir(prefix)
+    servers: list[PgServer] = []
+    try:
+        primary = start_primary(work)
+        servers.append(primary)
+        primary.sql(f"CREATE DATABASE {dbname}")
+        primary.sql("CREATE EXTENSION pg_stat_statements", dbname=dbname)
+        replica = start_replica(primary)
+        servers.append(replica)
+        yield primary, replica
+    finally:
+        for server in reversed(servers):
+            server.stop()
+        remove(work)
+
+
+def statements_on(server: PgServer, table: str, dbname: str = "rag") -> int:
+    """Statements naming `table` that `server` has run in `dbname` since its counters were reset."""
+    return server.sql("SELECT coalesce(sum(calls), 0)::int FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+                      " WHERE d.datname = %s AND s.query ILIKE %s AND s.query NOT ILIKE '%%pg_stat%%'",
+                      dbname, (dbname, f"%{table}%"))[0][0]
 
 
 def wait_until(check, timeout: float = 30.0, every: float = 0.05) -> None:

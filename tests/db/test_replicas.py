@@ -8,13 +8,14 @@ pg_stat_statements on each server shows which one ran a statement.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Iterator
 
 import pytest
 
-from pg_servers import PgServer, remove, start_primary, start_replica, wait_until, work_dir
+from pg_servers import PgServer, primary_and_replica, statements_on, wait_until
 from rag_core import open_workbench
 from rag_core.settings import RagSettings
 
@@ -30,20 +31,8 @@ MAX_LAG_SEC = 1.0
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[PgServer, PgServer]]:
     """A primary with a database `rag`, and a hot standby of it on another port; both stopped by pid afterwards."""
-    work = work_dir("rag-test-replicas-")
-    servers: list[PgServer] = []
-    try:
-        primary = start_primary(work)
-        servers.append(primary)
-        primary.sql("CREATE DATABASE rag")
-        primary.sql("CREATE EXTENSION pg_stat_statements", dbname="rag")
-        replica = start_replica(primary)
-        servers.append(replica)
-        yield primary, replica
-    finally:
-        for server in reversed(servers):
-            server.stop()
-        remove(work)
+    with primary_and_replica("rag-test-replicas-") as servers:
+        yield servers
 
 
 def _settings(primary: PgServer, replica: PgServer, tmp_path_factory: pytest.TempPathFactory, **overrides: object
@@ -73,9 +62,7 @@ def site(rwb) -> str:
 
 def chunk_reads(server: PgServer) -> int:
     """Statements on the chunks table this server has run since its counters were reset."""
-    return server.sql("SELECT coalesce(sum(calls), 0)::int FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
-                      " WHERE d.datname = 'rag' AND s.query ILIKE '%chunks%' AND s.query NOT ILIKE '%pg_stat%'",
-                      dbname="rag")[0][0]
+    return statements_on(server, "chunks")
 
 
 def reset_counters(*servers: PgServer) -> None:
@@ -179,3 +166,21 @@ def test_own_writes_are_read_back_even_from_a_replica_within_the_lag_bound(clust
         reset_counters(primary, replica)
         wait_until(lambda: top_source(writer, "sprinkler valves chained open", site) == "valves.md"
                    and chunk_reads(replica) > 0)
+
+
+def test_rag_status_shows_each_replica(cluster, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from rag_core.cli import app
+
+    primary, replica = cluster
+    monkeypatch.setenv("DATABASE_URL", primary.url("rag"))
+    monkeypatch.setenv("DATABASE_READ_URL", f"{replica.url('rag')},postgresql://postgres@127.0.0.1:1/rag")
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["status", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)["read_replicas"]
+    assert [(r["replica"], r["state"]) for r in listed] == [(f"127.0.0.1:{replica.port}/rag", "ok"),
+                                                            ("127.0.0.1:1/rag", "down")]
+    assert "refused" in listed[1]["reason"].lower()
