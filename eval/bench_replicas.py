@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the server helpers the replica tests 
 from pg_servers import primary_and_replica, statements_on, wait_until  # noqa: E402
 from rag_core import load_settings, open_workbench  # noqa: E402
 from rag_core.evaluation.datasets import eval_set_dir, load_beir  # noqa: E402
+from rag_core.evaluation.runner import machine  # noqa: E402
 from rag_core.search.retrieval import embed_query  # noqa: E402
 
 SITE = "bench-replicas"
@@ -61,7 +62,8 @@ def main() -> None:
 
     dataset = load_beir(eval_set_dir(args.set), max_docs=args.docs)
     queries = list(dataset.queries.values())[: args.queries]
-    results: dict = {"set": args.set, "docs": len(dataset.corpus), "queries": len(queries), "rounds": args.rounds}
+    results: dict = {"machine": machine(), "load_1min_at_start": round(os.getloadavg()[0], 2), "set": args.set,
+                     "docs": len(dataset.corpus), "queries": len(queries), "rounds": args.rounds}
     with primary_and_replica("rag-bench-replicas-") as (primary, replica):
         base = load_settings(database_url=primary.url("rag"), data_dir=primary.pgdata.parent / "data",
                              search_cache_ttl_sec=0)
@@ -115,11 +117,13 @@ def main() -> None:
                 results["fallback_trials"] = fallback
                 results["fallback_first_search_median_ms"] = round(
                     statistics.median(t["first_search_ms"] for t in fallback), 2)
-        results["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
         results["cpus"] = os.cpu_count()
         results["check_every_sec"] = routed.replica_check_sec
+        results["embedder"] = on_primary.embedder_name
+    results["written"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"load average {results.get('load_avg')}; written to {args.out}")
+    print(f"load average {results['load_avg_at_end']}; written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -202,8 +202,15 @@ class ReadRouter:
         """This process wrote: the reads that follow use only replicas that have replayed it."""
         if not self._replicas:
             return
-        with self.primary.connection() as conn:
-            position = parse_lsn(conn.execute(_PRIMARY_LSN_SQL).fetchone()[0])
+        try:
+            with self.primary.connection() as conn:
+                position = parse_lsn(conn.execute(_PRIMARY_LSN_SQL).fetchone()[0])
+        except (DatabaseError, psycopg.Error) as exc:
+            # The write is stored; failing it now would say otherwise. Without the position, the reads that
+            # follow may be as stale as the lag bound allows, and the primary they would wait for is gone.
+            log.warning("Could not read the primary's WAL position after a write (%s); reads may lag it by up "
+                        "to RAG_REPLICA_MAX_LAG_SEC.", _first_line(exc))
+            return
         self._fence = max(self._fence, position)
 
     # ----- the checker -----
