@@ -161,5 +161,15 @@ def wait_until(check, timeout: float = 30.0, every: float = 0.05) -> None:
         time.sleep(every)
 
 
+def wait_for_replay(primary: PgServer, replica: PgServer, timeout: float = 30.0) -> None:
+    """Wait until `replica` has replayed everything `primary` has written so far."""
+    target = primary.sql("SELECT pg_current_wal_insert_lsn()::text")[0][0]
+
+    def replayed() -> bool:
+        return replica.sql("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", params=(target,))[0][0]
+
+    wait_until(replayed, timeout)
+
+
 def remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from pg_servers import PgServer, primary_and_replica, statements_on, wait_until
+from pg_servers import PgServer, primary_and_replica, statements_on, wait_for_replay, wait_until
 from rag_core import open_workbench
 from rag_core.settings import RagSettings
 
@@ -70,6 +70,12 @@ def reset_counters(*servers: PgServer) -> None:
         server.sql("SELECT pg_stat_statements_reset()", dbname="rag")
 
 
+def settled(primary: PgServer, replica: PgServer) -> None:
+    """The replica has replayed every write so far (this process's fence included); both counters start at 0."""
+    wait_for_replay(primary, replica)
+    reset_counters(primary, replica)
+
+
 def state(wb) -> str:
     return wb.read_replicas()[0]["state"]
 
@@ -82,7 +88,7 @@ def top_source(wb, query: str, site: str) -> str | None:
 def test_reads_go_to_the_replica_and_writes_to_the_primary(cluster, rwb, site) -> None:
     primary, replica = cluster
     wait_until(lambda: state(rwb) == "ok")
-    reset_counters(primary, replica)
+    settled(primary, replica)
 
     assert top_source(rwb, "are fire pumps tested at full pressure", site) == "pumps.md"
     assert {h.source for h in rwb.retrieve("smoke doors alarm", k=2, site_id=site)} >= {"doors.md"}
@@ -117,7 +123,7 @@ def test_a_stopped_replica_is_skipped_and_used_again_when_it_returns(cluster, rw
 
     replica.start()
     wait_until(lambda: state(rwb) == "ok")
-    reset_counters(primary, replica)
+    settled(primary, replica)
     assert top_source(rwb, "roof drains before winter", site) == "roof.md"
     assert chunk_reads(replica) > 0 and chunk_reads(primary) == 0
 
@@ -125,6 +131,7 @@ def test_a_stopped_replica_is_skipped_and_used_again_when_it_returns(cluster, rw
 def test_a_lagging_replica_is_skipped(cluster, rwb, site, tmp_path_factory) -> None:
     primary, replica = cluster
     wait_until(lambda: state(rwb) == "ok")
+    wait_for_replay(primary, replica)  # this test is about the lag, not about this process's own writes
     replica.sql("SELECT pg_wal_replay_pause()")
     try:
         # Another process writes: this workbench's reads are not held back by a write of its own.
@@ -139,7 +146,7 @@ def test_a_lagging_replica_is_skipped(cluster, rwb, site, tmp_path_factory) -> N
     finally:
         replica.sql("SELECT pg_wal_replay_resume()")
     wait_until(lambda: state(rwb) == "ok")
-    reset_counters(primary, replica)
+    settled(primary, replica)
     assert top_source(rwb, "sprinkler valves chained open", site) == "valves.md"
     assert chunk_reads(replica) > 0 and chunk_reads(primary) == 0
 
@@ -153,6 +160,7 @@ def test_own_writes_are_read_back_even_from_a_replica_within_the_lag_bound(clust
     with open_workbench(patient, embedder=rwb.embedder) as writer, \
             open_workbench(patient, embedder=rwb.embedder) as other:
         wait_until(lambda: state(writer) == "ok" and state(other) == "ok")
+        wait_for_replay(primary, replica)  # the replica holds the site's first documents, not the valves
         replica.sql("SELECT pg_wal_replay_pause()")
         try:
             writer.ingest_texts([VALVES], site_id=site)
@@ -161,9 +169,10 @@ def test_own_writes_are_read_back_even_from_a_replica_within_the_lag_bound(clust
             assert "valves.md" in {d["source"] for d in writer.documents(site_id=site)}
             # Another process, which wrote nothing, reads the replica as it is: without the valves.
             assert top_source(other, "sprinkler valves chained open", site) != "valves.md"
+            assert {d["source"] for d in other.documents(site_id=site)} == {d["source"] for d in DOCS}
         finally:
             replica.sql("SELECT pg_wal_replay_resume()")
-        reset_counters(primary, replica)
+        settled(primary, replica)
         wait_until(lambda: top_source(writer, "sprinkler valves chained open", site) == "valves.md"
                    and chunk_reads(replica) > 0)
 
