@@ -93,12 +93,13 @@ def test_reads_go_to_the_replica_and_writes_to_the_primary(cluster, rwb, site) -
     assert top_source(rwb, "are fire pumps tested at full pressure", site) == "pumps.md"
     assert {h.source for h in rwb.retrieve("smoke doors alarm", k=2, site_id=site)} >= {"doors.md"}
     assert {d["source"] for d in rwb.documents(site_id=site)} == {d["source"] for d in DOCS}
+    assert rwb.as_retriever(k=2, site_id=site).retrieve("fire pumps at full pressure")  # LlamaIndex's retriever
     chat = rwb.chat("When are roof drains cleared?", site_id=site)
     assert "roof.md" in [s.path for s in chat.sources]
     assert [s["site_id"] for s in rwb.list_sessions(site_id=site)] == [site]
 
     assert chunk_reads(replica) > 0
-    assert chunk_reads(primary) == 0, "a search or retrieval read the primary although the replica was well"
+    assert chunk_reads(primary) == 0, "a search, retrieval or listing read the primary although the replica was well"
     # The writes (documents, the chat's messages, the query log) are on the primary, the replica is read-only.
     rwb.flush_search_log()
     assert primary.sql("SELECT count(*) FROM query_log WHERE site_id = %s", "rag", (site,))[0][0] >= 1
