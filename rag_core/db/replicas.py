@@ -5,8 +5,8 @@ retrieval, listings, analytics) take a `ReadRouter` as their database, so the ch
 made in one place.
 
 A background thread checks each replica every RAG_REPLICA_CHECK_SEC: is it up, and how far behind
-the primary is it (0 while it streams and has replayed all it received, else the age of the last
-transaction it replayed). A replica that is down or lags more than RAG_REPLICA_MAX_LAG_SEC gets no
+the primary is it (0 while it streams and has replayed all it received; else an upper bound from the
+age of the last transaction it replayed and from what it had received at earlier looks, see `_lag`). A replica that is down or lags more than RAG_REPLICA_MAX_LAG_SEC gets no
 reads until a later check finds it well again. A request that finds a replica's pooled connection
 closed by the server goes elsewhere at once and wakes the checker.
 
@@ -37,19 +37,22 @@ from rag_core.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-# Whether the server replays WAL, whether a WAL receiver runs (a row any user may see), whether it has
-# replayed everything it received, the age of the last transaction replayed, and how far it has replayed.
+# Whether the server replays WAL, whether a WAL receiver runs (a row any user may see), how far it has
+# received and replayed, and the age of the last transaction it replayed.
 _STATE_SQL = """
 SELECT pg_is_in_recovery(),
        EXISTS (SELECT 1 FROM pg_stat_wal_receiver),
-       pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn(),
-       EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8,
-       pg_last_wal_replay_lsn()::text
+       pg_last_wal_receive_lsn()::text,
+       pg_last_wal_replay_lsn()::text,
+       EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8
 """
 _REPLAYED_SQL = "SELECT pg_last_wal_replay_lsn()::text"
 _PRIMARY_LSN_SQL = "SELECT pg_current_wal_insert_lsn()::text"
 
 _PROBE_TIMEOUT_SEC = 2
+# A replica found behind what it has received is asked again after this long: a transaction that was
+# arriving has been replayed by then, a replica that cannot keep up has not.
+_RECHECK_SEC = 0.05
 # A replica's pool that has no free connection within this long sends the read to the next server.
 _CHECKOUT_TIMEOUT_SEC = 0.5
 
@@ -103,6 +106,7 @@ class _Replica:
     reason: str | None = "not checked yet"
     checked_at: float | None = None
     replayed: float = 0.0  # the WAL position it had replayed when last asked
+    received_at: tuple[float, float] | None = None  # (monotonic time, WAL position received) at the last check
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -240,15 +244,10 @@ class ReadRouter:
             if replica.monitor is None or replica.monitor.closed or replica.monitor.broken:
                 replica.monitor = psycopg.connect(replica.url, autocommit=True, connect_timeout=_PROBE_TIMEOUT_SEC,
                                                   application_name="rag-replica-check")
-            in_recovery, streaming, caught_up, age, replayed = replica.monitor.execute(_STATE_SQL).fetchone()
+            lag = self._lag(replica)
         except psycopg.Error as exc:
             self._down(replica, _first_line(exc))
             return
-        replica.replayed = max(replica.replayed, parse_lsn(replayed))
-        if not in_recovery or (streaming and caught_up):
-            lag = 0.0
-        else:  # behind, or cut off from its primary: its data is at most this old
-            lag = float(age) if age is not None else math.inf
         if lag > self.max_lag_sec:
             self._set(replica, "lagging", lag, f"{lag:.1f} s behind the primary (RAG_REPLICA_MAX_LAG_SEC="
                                                f"{self.max_lag_sec:g})" if math.isfinite(lag) else
@@ -263,6 +262,33 @@ class ReadRouter:
                 self._down(replica, exc.message)
                 return
         self._set(replica, "ok", lag, None)
+
+    def _lag(self, replica: _Replica) -> float:
+        """Seconds the replica's data may be behind the primary's: an upper bound, 0 when it is caught up.
+
+        The age of the last transaction it replayed bounds it, but after a quiet spell on the primary that
+        age is large while the replica is a moment behind a transaction now arriving; so a replica found
+        behind is asked again shortly, and what it had received at the last check bounds it too.
+        """
+        assert replica.monitor is not None
+        started = time.monotonic()
+        in_recovery, streaming, received, replayed, age = replica.monitor.execute(_STATE_SQL).fetchone()
+        received_lsn, replayed_lsn = parse_lsn(received), parse_lsn(replayed)
+        replica.replayed = max(replica.replayed, replayed_lsn)
+        earlier, replica.received_at = replica.received_at, (started, received_lsn)
+        if not in_recovery or (streaming and replayed_lsn >= received_lsn):
+            return 0.0
+        bound = float(age) if age is not None else math.inf
+        if not streaming:  # cut off from its primary: what it received says nothing about the primary
+            return bound
+        time.sleep(_RECHECK_SEC)
+        replayed_lsn = parse_lsn(replica.monitor.execute(_REPLAYED_SQL).fetchone()[0])
+        replica.replayed = max(replica.replayed, replayed_lsn)
+        if replayed_lsn >= received_lsn:
+            return time.monotonic() - started
+        if earlier is not None and replayed_lsn >= earlier[1]:
+            bound = min(bound, time.monotonic() - earlier[0])
+        return bound
 
     def _down(self, replica: _Replica, reason: str) -> None:
         if replica.monitor is not None:

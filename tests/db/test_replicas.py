@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from pg_servers import PgServer, primary_and_replica, statements_on, wait_for_replay, wait_until
+from pg_servers import PgServer, primary_and_replica, start_replica, statements_on, wait_for_replay, wait_until
 from rag_core import open_workbench
 from rag_core.settings import RagSettings
 
@@ -194,3 +194,28 @@ def test_rag_status_shows_each_replica(cluster, monkeypatch: pytest.MonkeyPatch,
     assert [(r["replica"], r["state"]) for r in listed] == [(f"127.0.0.1:{replica.port}/rag", "ok"),
                                                             ("127.0.0.1:1/rag", "down")]
     assert "refused" in listed[1]["reason"].lower()
+
+
+def test_reads_are_shared_by_two_replicas_and_the_one_left_takes_them_all(cluster, site, tmp_path_factory) -> None:
+    primary, replica = cluster
+    second = start_replica(primary, "replica2")
+    try:
+        settings = _settings(primary, replica, tmp_path_factory,
+                             database_read_url=[replica.url("rag"), second.url("rag")])
+        with open_workbench(settings) as wb:
+            wait_until(lambda: [r["state"] for r in wb.read_replicas()] == ["ok", "ok"])
+            wait_for_replay(primary, second)
+            settled(primary, replica)
+            reset_counters(second)
+            for _ in range(3):
+                assert top_source(wb, "are fire pumps tested at full pressure", site) == "pumps.md"
+            assert chunk_reads(replica) > 0 and chunk_reads(second) > 0 and chunk_reads(primary) == 0
+
+            second.stop()
+            reset_counters(replica)
+            for _ in range(3):
+                assert top_source(wb, "smoke doors alarm", site) == "doors.md"
+            assert chunk_reads(replica) > 0 and chunk_reads(primary) == 0
+            assert [r["state"] for r in wb.read_replicas()] == ["ok", "down"]
+    finally:
+        second.stop()
