@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -39,6 +40,14 @@ class RagSettings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "RAG_DATABASE_URL"),
         description="PostgreSQL server with pgvector; unset starts an embedded server in RAG_DATA_DIR.",
     )
+    database_read_url: CommaList = Field(
+        default_factory=list, validation_alias=AliasChoices("DATABASE_READ_URL", "RAG_DATABASE_READ_URL"),
+        description="Read replicas of the primary, comma-separated: searches, chat retrieval and listings go there; "
+                    "empty reads from the primary.")
+    replica_max_lag_sec: float = Field(
+        default=5.0, ge=0.0, le=3600.0, description="A replica further behind the primary than this gets no reads.")
+    replica_check_sec: float = Field(
+        default=2.0, gt=0.0, le=300.0, description="How often each replica's health and lag are checked.")
     data_dir: Path = Field(default_factory=default_data_dir, description="Embedded database and caches.")
     db_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept open per process.")
 
@@ -156,6 +165,16 @@ class RagSettings(BaseSettings):
             raise ValueError(f"not a PostgreSQL URL: {problem}; write {URL_FORM}")
         return value
 
+    @field_validator("database_read_url", mode="before")
+    @classmethod
+    def _split_read_urls(cls, value: object) -> object:
+        urls = [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
+        for url in urls if isinstance(urls, list) else []:
+            if not re.match(r"^postgres(ql)?(\+\w+)?://", str(url)):
+                raise ValueError("each URL must start with postgresql:// (comma-separated, e.g. "
+                                 "postgresql://user:pw@replica1:5432/rag,postgresql://user:pw@replica2:5432/rag)")
+        return urls
+
     @field_validator("allowed_domains", mode="before")
     @classmethod
     def _split_domains(cls, value: object) -> object:
@@ -212,6 +231,9 @@ def load_settings(**overrides: object) -> RagSettings:
             var = name if name.isupper() else (f"RAG_{name.upper()}" if name else "settings")
             if name.lower() in ("database_url", "rag_database_url"):  # its value may hold a password: never quoted
                 problems.append(f"DATABASE_URL: {str(err.get('msg')).removeprefix('Value error, ')}")
+                continue
+            if name.lower() == "database_read_url":  # likewise
+                problems.append(f"DATABASE_READ_URL: {err.get('msg')} (got a URL, not shown)")
                 continue
             problems.append(f"{var}: {err.get('msg')} (got {err.get('input')!r})")
         raise ConfigError("Invalid configuration: " + "; ".join(problems)) from None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, ParamSpec, Sequence, TypeVar, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
@@ -15,6 +16,7 @@ from rag_core.display import Records, SearchResults, StoreStatus, notebook_progr
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
+from rag_core.db.replicas import ReadRouter, ReplicaState
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
@@ -73,13 +75,30 @@ def _adoption_notice(stored: str, default: str) -> str:
             "it and silence this.")
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _writes_sessions(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A method that writes chat sessions: the listings read after it (on a replica) show its write."""
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result = method(*args, **kwargs)
+        cast("Workbench", args[0]).reads.note_write()
+        return result
+    return wrapper
+
+
 class Workbench:
     """Ingestion, search, chat and evaluation over one PostgreSQL store."""
 
     def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool, *,
-                 embedder: BaseEmbedding | None = None) -> None:
+                 embedder: BaseEmbedding | None = None, reads: ReadRouter | None = None) -> None:
         """``embedder`` replaces the one the settings name (a model already loaded, a cached one);
         it must produce the vectors of ``settings.embedder``, whose name the store records.
+
+        ``db`` is the primary, which takes every write; ``reads`` is where searches, chat retrieval and
+        listings read (the read replicas of DATABASE_READ_URL); by default the primary too.
 
         With RAG_EMBEDDER left to its default, a store built with another embedder opens with that
         one (``embedder_notice`` says so and how to move the store over); a RAG_EMBEDDER set to
@@ -94,6 +113,7 @@ class Workbench:
             settings, embedder = adopted, None  # a model passed in is the default's, not the store's
         self.settings = settings
         self.db = db
+        self.reads = reads if reads is not None else ReadRouter(db)
         self.database_url = database_url
         self.embedded = embedded
         self.embedder_name = embedder_identity(settings)
@@ -316,7 +336,10 @@ class Workbench:
         return report
 
     def _after_write(self) -> None:
-        """Hook for caches that depend on the store's content (the search cache clears here)."""
+        """Hook for caches that depend on the store's content (the search cache clears here).
+
+        The reads that follow wait for a replica that has this write (none is cached before that)."""
+        self.reads.note_write()
         engine = self.__dict__.get("_search_engine")
         if engine is not None:
             engine.invalidate()
@@ -348,7 +371,7 @@ class Workbench:
     def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
         """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as `search`."""
         self._require_compatible_store()
-        return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id,
+        return retrieve_chunks(self.reads, self.embedder, query, k=k, site_id=site_id,
                                fusion=fusion_for(self.embedder_name))
 
     # ----- search -----
@@ -362,7 +385,7 @@ class Workbench:
             engine = self.__dict__.setdefault(
                 "_search_engine",
                 SearchEngine(self.db, self.settings, lambda: self.embedder, self._require_compatible_store,
-                             fusion=fusion_for(self.embedder_name)))
+                             fusion=fusion_for(self.embedder_name), reads=self.reads))
         return engine
 
     def search(self, query: str, mode: str = "hybrid", limit: int = 10, page: int = 1,
@@ -415,14 +438,14 @@ class Workbench:
 
         if not 1 <= int(limit) <= 100_000:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
-        return Records(recent_searches(self.db, site_id=site_id, since=parse_since(since), limit=int(limit)))
+        return Records(recent_searches(self.reads, site_id=site_id, since=parse_since(since), limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
                                  since: datetime | timedelta | str | None = None) -> LatencyHistogram:
         """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
         from rag_core.search.querylog import latency_histogram
 
-        return latency_histogram(self.db, site_id=site_id, since=parse_since(since))
+        return latency_histogram(self.reads, site_id=site_id, since=parse_since(since))
 
     # ----- LlamaIndex -----
     def as_retriever(self, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
@@ -471,6 +494,7 @@ class Workbench:
             llm = self._llm = build_llm(self.settings, lambda: self.embedder)
         return llm
 
+    @_writes_sessions
     def chat(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
              user_id: str | None = None, resource_name: str | None = None,
              on_token: Callable[[str], None] | None = None, language: str | None = None) -> ChatTurn:
@@ -488,6 +512,7 @@ class Workbench:
         return run_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                         resource_name=resource_name, on_token=on_token, language=language)
 
+    @_writes_sessions
     def chat_prepare(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
                      user_id: str | None = None, resource_name: str | None = None) -> PreparedTurn:
         """A turn for a client that answers with its own model: stores the message, returns history,
@@ -505,6 +530,7 @@ class Workbench:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 1000 messages.")
         return sessions.history(self.db, session_id, int(limit))
 
+    @_writes_sessions
     def chat_append(self, session_id: str, role: str, content: str,
                     sources: list[dict[str, Any]] | None = None) -> ChatMessage:
         """Store one message in a session (created on first use); role is user, assistant or system."""
@@ -513,12 +539,14 @@ class Workbench:
         return sessions.append_message(self.db, sessions.check_chat_session_id(session_id), role, content,
                                        sources=sources)
 
+    @_writes_sessions
     def chat_reset(self, session_id: str) -> SessionsDeleted:
         """Forget a session: delete it and its messages."""
         from rag_core.chat import sessions
 
         return sessions.reset(self.db, session_id)
 
+    @_writes_sessions
     def rename_session(self, session_id: str, title: str) -> ChatSession:
         """Give a conversation a new title; returns the session (NotFound when there is none)."""
         from rag_core.chat import sessions
@@ -548,7 +576,7 @@ class Workbench:
         """Chat sessions, most recently active first, with message counts."""
         from rag_core.chat import sessions
 
-        return sessions.list_sessions(self.db, site_id, user_id, limit)
+        return sessions.list_sessions(self.reads, site_id, user_id, limit)
 
     def get_session(self, session_id: str) -> ChatSession | None:
         """One chat session (id, site_id, user_id, title, created_at, updated_at), or None."""
@@ -556,6 +584,7 @@ class Workbench:
 
         return sessions.get_session(self.db, session_id)
 
+    @_writes_sessions
     def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> ChatMessage:
         """Store an external workflow's message (role 'user' or 'ai') for one user on one site."""
         from rag_core.chat import sessions
@@ -617,6 +646,7 @@ class Workbench:
 
         return instructions.delete_instruction(self.db, site_id, resource_name, version)
 
+    @_writes_sessions
     def purge_chat_history(self, older_than: timedelta | None = None, dry_run: bool = False,
                            triggered_by: str = "manual") -> PurgeSummary:
         """Delete chat messages older than the policy (RAG_RETENTION_DAYS) and sessions left empty; audited."""
@@ -693,6 +723,10 @@ class Workbench:
         return judged.saved_results(self.settings.data_dir, site_id)
 
     # ----- status -----
+    def read_replicas(self) -> list[ReplicaState]:
+        """Each read replica (DATABASE_READ_URL) as its last check saw it: ok, lagging or down, with the lag."""
+        return self.reads.states()
+
     def check_database(self) -> str:
         """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
         return self.db.ping()
@@ -709,7 +743,7 @@ class Workbench:
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
         """Stored documents, newest first."""
-        return Records(store.list_documents(self.db, site_id, limit, offset))
+        return Records(store.list_documents(self.reads, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
@@ -754,10 +788,11 @@ class Workbench:
         same_model = settings.embedder == self.settings.embedder and settings.embed_model == self.settings.embed_model
         # the model loads once
         return Workbench(settings, self.db, self.database_url, self.embedded,
-                         embedder=self.embedder if same_model else None)
+                         embedder=self.embedder if same_model else None, reads=self.reads)
 
     def close(self) -> None:
-        """Release the connection pool (the embedded server stops when the last process exits)."""
+        """Release the connection pools (the embedded server stops when the last process exits)."""
+        self.reads.close()
         self.db.close()
 
     def __enter__(self) -> "Workbench":
@@ -811,4 +846,6 @@ def open_workbench(settings: RagSettings | None = None, *, embedder: BaseEmbeddi
             return embedded_server_running(settings.data_dir)
     db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
-    return Workbench(settings, db, url, embedded, embedder=embedder)
+    reads = ReadRouter(db, settings.database_read_url, max_lag_sec=settings.replica_max_lag_sec,
+                       check_every_sec=settings.replica_check_sec, pool_size=settings.db_pool_size)
+    return Workbench(settings, db, url, embedded, embedder=embedder, reads=reads)

@@ -138,7 +138,7 @@ def chunk_coverage(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> dic
         return {}
     from rag_core.search.hybrid import term_coverage
 
-    return term_coverage(wb.db, content_terms(query), hits)
+    return term_coverage(wb.reads, content_terms(query), hits)
 
 
 def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:

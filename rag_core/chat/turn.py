@@ -145,7 +145,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     use_documents = settings.enabled
 
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if use_documents and not sessions.has_indexed_chunks(wb.db, site_id):
+    if use_documents and not sessions.has_indexed_chunks(wb.reads, site_id):
         words = labels(language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
@@ -244,7 +244,7 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     from rag_core.search.hybrid import term_coverage
 
     own, other = alone[0], contextual[0]
-    coverage = term_coverage(wb.db, message, [own, other])
+    coverage = term_coverage(wb.reads, message, [own, other])
     closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
     scale = cosine_scale(wb.embedder_name)
     read = (lambda cosine: cosine) if scale.is_identity else scale.relevance
@@ -286,7 +286,7 @@ def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], h
     if not chunks:
         return list(hits)
     vector = embed_query(wb.embedder, " ".join(query.split()))
-    with wb.db.connection() as conn:
+    with wb.reads.connection() as conn:
         rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "chunks": chunks, "site": site_id,
                                                 "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
@@ -318,7 +318,7 @@ def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
     missing = [h.chunk_id for h in hits if h.chunk_id not in seen]
     if missing:
         vector = embed_query(wb.embedder, " ".join(message.split()))
-        with wb.db.connection() as conn:
+        with wb.reads.connection() as conn:
             rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
                                 (vector, missing)).fetchall()
         seen.update({int(i): float(sim or 0.0) for i, sim in rows})

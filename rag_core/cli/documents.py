@@ -112,12 +112,13 @@ def status(
     """Documents, chunks, sources, embedder, dimension and database size."""
     with common.workbench() as wb:
         info = wb.status(site_id=site)
+        replicas = wb.read_replicas()
         listed = wb.documents(site_id=site, limit=SOURCES_LISTED) if sources else None
     if listed is not None:
         _print_sources(list(listed), info["documents"], as_json, site)
         return
     if as_json:
-        print_json(info)
+        print_json({**info, "read_replicas": replicas} if replicas else info)
         return
     table = Table(show_header=False, box=None)
     rows = [
@@ -129,6 +130,9 @@ def status(
                      + (f" ({info['dimension']} dimensions)" if info["dimension"] else " (nothing embedded yet)")),
         ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
         ("last indexed", info["last_indexed_at"] or "never"),
+        *[("read replica", f"{r['replica']}: {r['state']}" + (f", lag {r['lag_sec']:g} s" if r["lag_sec"] is not None
+                                                              else "") + (f" ({r['reason']})" if r["reason"] else ""))
+          for r in replicas],
     ]
     for key, value in rows:
         table.add_row(f"[bold]{key}[/bold]", str(value))

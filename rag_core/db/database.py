@@ -8,7 +8,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator, Protocol
 from urllib.parse import urlsplit
 
 import psycopg
@@ -26,6 +26,12 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_ID = 724_011_031
 # Serialises CREATE DATABASE: processes starting together on a fresh folder all found no database.
 _CREATE_DATABASE_LOCK_ID = 724_011_032
+
+
+class Connections(Protocol):
+    """What a core that only reads takes: a `Database` (the primary) or a `ReadRouter` (a replica or the primary)."""
+
+    def connection(self) -> ContextManager[psycopg.Connection]: ...
 
 
 def describe_url(url: str) -> str:
@@ -201,6 +207,18 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
+def open_pool(url: str, size: int, name: str, timeout: float = 15) -> ConnectionPool:
+    """An open pool of up to `size` connections with pgvector's types; DatabaseError when the server does not answer."""
+    pool = ConnectionPool(url, min_size=1, max_size=size, configure=_configure, open=False,
+                          kwargs={"connect_timeout": 10}, name=name)
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as exc:
+        pool.close()
+        raise _connect_error(url, exc) from exc
+    return pool
+
+
 # How long a request waits for a pooled connection before the server is probed, and in all.
 _FAST_CHECKOUT_SEC = 1.0
 _BUSY_TIMEOUT_SEC = 30.0
@@ -233,16 +251,7 @@ class Database:
         self.pool = self._open_pool()
 
     def _open_pool(self) -> ConnectionPool:
-        pool = ConnectionPool(
-            self.url, min_size=1, max_size=self.pool_size, configure=_configure, open=False,
-            kwargs={"connect_timeout": 10}, name="rag",
-        )
-        try:
-            pool.open(wait=True, timeout=15)
-        except Exception as exc:
-            pool.close()
-            raise _connect_error(self.url, exc) from exc
-        return pool
+        return open_pool(self.url, self.pool_size, "rag")
 
     @property
     def down(self) -> bool:

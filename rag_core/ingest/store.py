@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 from typing_extensions import NotRequired, TypedDict
 
-from rag_core.db.database import Database
+from rag_core.db.database import Connections, Database
 from rag_core.errors import EmbedderMismatch, RagError
 from rag_core.security.documents import check_document
 from rag_core.security.ids import every_site_sql
@@ -363,7 +363,7 @@ def store_status(db: Database, site_id: str | None = None) -> StoreCounts:
     }
 
 
-def list_documents(db: Database, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
+def list_documents(db: Connections, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
     """Documents, newest first, one page at a time."""
     with db.connection() as conn:
         cur = conn.execute(

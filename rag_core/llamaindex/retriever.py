@@ -106,7 +106,7 @@ def node_ids(wb: "Workbench", hits: Sequence[ChunkHit]) -> dict[int, tuple[str, 
     """
     if not hits:
         return {}
-    with wb.db.connection() as conn:
+    with wb.reads.connection() as conn:
         rows = conn.execute(
             "SELECT c.id, coalesce(c.metadata->>'node_id', 'rag-' || c.document_id || '-' || c.chunk_index),"
             " coalesce(d.metadata->>'ref_doc_id', d.source), c.metadata->'node_metadata'"
@@ -170,7 +170,7 @@ def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dic
         emb = embed_query(wb.embedder, text) if mode != "fulltext" else None
     # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
     # the scores search reports. The default fusion ranked another embedder's hits in another order.
-    hits = search_chunks(wb.db, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
+    hits = search_chunks(wb.reads, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
     return hits_to_nodes(wb, hits)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from rag_core.db.database import Database
+from rag_core.db.replicas import ReadRouter
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
 from rag_core.search.validation import MODES
 from rag_core.security.ids import every_site_sql
@@ -213,11 +214,13 @@ def _since(value: Any) -> dt.datetime | None:
     raise TypeError(f"since must be a datetime, date, timedelta or ISO string; got {value!r}")
 
 
-def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
+def _scope(reads: ReadRouter, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
     """The WHERE clause (params: site, since) for one site or every site but the evaluation sites
-    ('eval:*') and the sample, from `since` on; the background writer is flushed first so the rows are all there."""
+    ('eval:*') and the sample, from `since` on; the background writer is flushed to the primary first, and the
+    read waits for a replica that has the rows, so they are all there."""
     start = _since(since)
-    flush_query_log(db)
+    flush_query_log(reads.primary)
+    reads.note_write()
     where = ("site_id = %(site)s" if site_id is not None
              else f"(site_id IS NULL OR {every_site_sql('site_id')})")
     if start is not None:
@@ -225,7 +228,7 @@ def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datet
     return where, start
 
 
-def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
+def search_metrics(db: ReadRouter, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
     """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
 
     With site_id None every site counts except the evaluation sites ('eval:*') and the sample ('sample').
@@ -301,7 +304,7 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
 LATENCY_EDGES_MS = (10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
 
 
-def latency_histogram(db: Database, site_id: str | None = None, since: Any = None,
+def latency_histogram(db: ReadRouter, site_id: str | None = None, since: Any = None,
                       edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> LatencyHistogram:
     """Successful searches counted per latency bucket (aggregated in SQL), with p50 and p95."""
     where, start = _scope(db, site_id, since)
@@ -330,7 +333,7 @@ def _latency_histogram(conn: Any, where: str, args: dict[str, Any], edges_ms: tu
             "p95_ms": round(float(p95), 1) if p95 is not None else None, "buckets": buckets}
 
 
-def recent_searches(db: Database, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[LoggedSearch]:
+def recent_searches(db: ReadRouter, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[LoggedSearch]:
     """The latest query_log rows, newest first, as plain dicts (the notebook's query-log frame)."""
     where, start = _scope(db, site_id, since)
     with db.connection() as conn:

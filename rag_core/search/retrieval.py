@@ -10,7 +10,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from rag_core.db.database import Database
+from rag_core.db.database import Connections
 from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, search_chunks
 from rag_core.search.types import ChunkHit
 
@@ -98,7 +98,7 @@ def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
     return QUERY_EMBEDDINGS.get(embedder, query)
 
 
-def retrieve_chunks(db: Database, embedder: BaseEmbedding, query: str, *, k: int = 5,
+def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str, *, k: int = 5,
                     site_id: str | None = None, sources: Sequence[str] | None = None,
                     mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.
