@@ -116,12 +116,16 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     paragraph: list[str] = []
     item: list[str] = []
 
+    answer = False  # the paragraph is an FAQ's labelled answer: never a heading, however short
+
     def flush() -> None:
+        nonlocal answer
         if paragraph:
             joined = _join_lines(paragraph)
-            single = len(paragraph) == 1
-            blocks.append(("heading" if single and is_heading_line(joined) else "paragraph", joined))
+            heading = len(paragraph) == 1 and not answer and is_heading_line(joined)
+            blocks.append(("heading" if heading else "paragraph", joined))
             paragraph.clear()
+        answer = False
         if item:
             blocks.append(("item", _join_lines(item)))
             item.clear()
@@ -158,6 +162,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         elif _ANSWER_LABEL.match(line):
             flush()
             paragraph.append(_ANSWER_LABEL.sub("", line, count=1))
+            answer = True
         elif _SHEET_ROW.match(line.strip()):
             flush()
             blocks.append(("row", line.strip()))

@@ -199,3 +199,25 @@ def test_history_and_context_is_the_text_a_client_answers_from() -> None:
         "CONTEXT:\n--- Reference 1 ---\nSource: a.md\nRoutes are 1.2 m wide.\n")
     empty = AnswerRequest(question="Hi", retrieval_query="Hi", passages=[], history=[])
     assert empty.history_and_context() == "HISTORY:\n(no earlier messages)\n\nCONTEXT:\n(no relevant passages)\n"
+
+
+def test_headings_titles_and_question_lines_are_context_never_quotes() -> None:
+    """What a document names (titles, headings, labels, an FAQ's questions) is matched as the context of the
+    sentences under it, and only those sentences are quoted; a spreadsheet row is a unit of its own."""
+    from rag_core.chat.extractive import answer_units
+
+    text = ("Acme — Leave Policy\n===================\n\n## Contractors\n\nContractors are not entitled to paid "
+            "leave.\n\nIT setup. Your laptop is handed over on day one.\n\nQ: How often is the firmware updated?\n"
+            "A: Every six weeks\n\nIs it waterproof?\nYes, it is rated IP68.\n\n## Sheet: Offices\n"
+            "Office: Osaka; Phone: 06-6345-7781\nOffice: Tokyo; Phone: 03-5211-4400\n")
+    units = [(u.kind, u.text, u.context) for u in answer_units(text)]
+    quotable = [(text, context) for kind, text, context in units if kind not in ("heading", "question")]
+    assert quotable == [
+        ("Contractors are not entitled to paid leave.", "Contractors"),
+        ("Your laptop is handed over on day one.", "IT setup."),
+        ("Every six weeks", "How often is the firmware updated?"),  # the answer label is dropped, never a heading
+        ("Yes, it is rated IP68.", "Is it waterproof?"),
+        ("Office: Osaka; Phone: 06-6345-7781", "Sheet: Offices"),
+        ("Office: Tokyo; Phone: 03-5211-4400", "Sheet: Offices"),
+    ]
+    assert ("heading", "Acme — Leave Policy", "") in units and not any("===" in t for _, t, _ in units)
