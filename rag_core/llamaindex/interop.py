@@ -20,7 +20,7 @@ from rag_core.errors import DatabaseError, InvalidInput, NotFound
 from rag_core.llamaindex.retriever import hits_to_nodes
 from rag_core.llamaindex.vector_store import WorkbenchVectorStore
 from rag_core.search.types import ChunkHit
-from rag_core.security.ids import check_id
+from rag_core.security.ids import check_id, check_users_site
 
 if TYPE_CHECKING:
     from llama_index.vector_stores.postgres import PGVectorStore
@@ -96,7 +96,7 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
                  schema: str = "public", batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
     """Ingest every node of a PGVectorStore table into the workbench's store (site `site_id`); a document the
     document rules refuse is skipped and listed under "refused"."""
-    check_id(site_id, "site_id")
+    check_users_site(site_id)
     url = _checked_url(url) if url else connectable_url(wb.database_url)
     name = _check_table(table)
     dim = _table_dimension(url, schema, name)

@@ -51,6 +51,17 @@ def check_id(value: str, field: str) -> str:
     return value
 
 
+def check_users_site(value: str, field: str = "site_id") -> str:
+    """check_id for a site a user writes into: the evaluation sets' prefix is reserved (their documents would be
+    hidden from every search of 'every site')."""
+    check_id(value, field)
+    if value.startswith(EVAL_SITE_PREFIX):
+        raise InvalidInput(f"{field} '{value}' starts with '{EVAL_SITE_PREFIX}', which is reserved for the evaluation "
+                           "sets (`rag eval`); choose another site id.",
+                           details={"field": field, "reserved": EVAL_SITE_PREFIX})
+    return value
+
+
 def valid_id(value: str | None) -> str | None:
     """The pydantic form of the check (REST bodies, query strings and paths, MCP tool arguments)."""
     if value is not None and not is_valid_id(value):

@@ -40,7 +40,9 @@ def test_import_refuses_bad_sites_and_stores_only_documents_the_rules_allow(wb, 
         result = runner.invoke(app, ["import", "llamaindex", "--table", table_name, "--site", bad])
         assert result.exit_code == 1, (bad, result.output)
         assert "site_id" in result.output and "is not a valid id" in result.output, result.output
-    assert not any(s in wb.status()["by_site"] for s in BAD_SITES)
+    result = runner.invoke(app, ["import", "llamaindex", "--table", table_name, "--site", "eval:x"])
+    assert result.exit_code == 1 and "reserved for the evaluation sets" in " ".join(result.output.split())
+    assert not any(s in wb.status()["by_site"] for s in [*BAD_SITES, "eval:x"])
 
     result = runner.invoke(app, ["import", "llamaindex", "--table", table_name, "--site", site, "--json"])
     assert result.exit_code == 0, result.output
