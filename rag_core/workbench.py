@@ -768,7 +768,14 @@ class Workbench:
     def host_jobs(self) -> bool:
         """Run queued jobs in this process whenever no worker is alive (`rag serve`, the app); True if it does now."""
         self.__dict__["_hosts_jobs"] = True
-        return self.job_queue.ensure_worker(self)
+        return self.job_queue.host(self)
+
+    def stop_hosting_jobs(self) -> None:
+        """Stop the job worker `host_jobs` started here (its running job finishes first)."""
+        self.__dict__.pop("_hosts_jobs", None)
+        queue = self.__dict__.get("_job_queue")
+        if queue is not None:
+            queue.stop_in_process()
 
     # ----- status -----
     def check_database(self) -> str:

@@ -64,6 +64,7 @@ class JobQueue:
         self._lock = threading.Lock()
         self._sync_app: App | None = None
         self._in_process: tuple[threading.Thread, list[Worker]] | None = None
+        self._watcher: tuple[threading.Thread, threading.Event] | None = None
 
     # ----- the enqueuing side (sync: CLI, REST handlers, Streamlit) -----
     @property
@@ -181,7 +182,7 @@ class JobQueue:
                 got = (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (_RECOVERY_LOCK_ID,))).fetchone())[0]
                 if got:
                     try:
-                        await self._retry_stalled(app)
+                        await self._retry_stalled(app, conn)
                     finally:
                         await conn.execute("SELECT pg_advisory_unlock(%s)", (_RECOVERY_LOCK_ID,))
             except asyncio.CancelledError:
@@ -193,13 +194,19 @@ class JobQueue:
                 conn = None
             await asyncio.sleep(every)
 
-    async def _retry_stalled(self, app: App) -> None:
+    async def _retry_stalled(self, app: App, conn: psycopg.AsyncConnection) -> None:
         from procrastinate.jobs import Status
 
         stalled = await app.job_manager.get_stalled_jobs(queue=QUEUE,
                                                          seconds_since_heartbeat=self.settings.job_stalled_sec)
         for job in stalled:
             assert job.id is not None
+            # A late heartbeat is not a dead run: a worker busy loading a model, or cut off for a while, still
+            # holds its run's lock, which the server drops only when that run's connection is gone.
+            key = (_RUN_LOCK_CLASS, job.id % 2_147_483_647)
+            if not (await (await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)).fetchone())[0]:
+                continue
+            await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
             info = await asyncio.to_thread(records.get, self.db, job.id)
             if info is not None and info["runs"] >= MAX_RUNS:
                 log.warning("Job %s stopped with its worker %d times; failing it.", job.id, info["runs"])
@@ -212,6 +219,26 @@ class JobQueue:
             await app.job_manager.retry_job(job)
 
     # ----- the worker inside `rag serve` and the app -----
+    def host(self, wb: Workbench) -> bool:
+        """Run queued jobs in this process whenever no worker is alive: now, and checked again every few
+        seconds (a job queued by `rag ingest --background` in another terminal). True if a worker runs here now."""
+        with self._lock:
+            if self._watcher is None:
+                stop = threading.Event()
+                every = max(1.0, self.settings.job_stalled_sec / 3)
+
+                def watch() -> None:
+                    while not stop.wait(every):
+                        try:
+                            self.ensure_worker(wb)
+                        except Exception as exc:  # noqa: BLE001 - a database restart; the next round retries
+                            log.debug("Checking for a job worker failed: %s", exc)
+
+                thread = threading.Thread(target=watch, name="rag-job-watch", daemon=True)
+                self._watcher = (thread, stop)
+                thread.start()
+        return self.ensure_worker(wb)
+
     def ensure_worker(self, wb: Workbench) -> bool:
         """Start a worker thread in this process when jobs wait and no worker is alive; True if one runs here."""
         mode = self.settings.jobs_in_process_worker
@@ -239,8 +266,12 @@ class JobQueue:
             log.exception("The in-process job worker stopped")
 
     def stop_in_process(self, timeout: float = 10.0) -> None:
+        """Stop hosting: the watcher, then the worker thread (its running job finishes first)."""
         with self._lock:
             running, self._in_process = self._in_process, None
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher[1].set()
         if running is None:
             return
         thread, started = running
