@@ -344,6 +344,8 @@ def _document_openapi(app: FastAPI) -> None:
 
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "description": "Nothing to delete"}}
 _ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
+_QUEUED: dict[int | str, dict[str, Any]] = {202: {"model": s.JobQueued,
+                                                  "description": "With `?background=true`: the job queued"}}
 _NO_JOB: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse,
                                                   "description": "No such job, or one of another site (NOT_FOUND)"}}
 
@@ -534,7 +536,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],
               summary="Add or replace a document",
               responses={200: {"model": s.DocumentOut, "description": "The source existed: replaced or unchanged"},
-                         422: {"model": s.ErrorResponse, "description": "The text could not be indexed"}})
+                         422: {"model": s.ErrorResponse, "description": "The text could not be indexed"},
+                         **_QUEUED})
     def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep, background: Background = False) -> Any:
         """Chunk, embed and store a document; the same source again replaces it (201 new, 200 replaced).
 
@@ -658,7 +661,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     # ----- web -----
     @app.post("/crawl", response_model=s.WebReportOut, tags=["web"], summary="Ingest the pages an index links to",
               responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"},
+                         **_QUEUED})
     def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep, request: Request, background: Background = False) -> Any:
         """Fetch an index page and ingest its linked pages matching `pattern` (RAG_ALLOWED_DOMAINS applies).
 
@@ -673,7 +677,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
 
     @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page",
               responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"},
+                         **_QUEUED})
     def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep, request: Request, background: Background = False) -> Any:
         """Fetch and ingest one page (the crawl policy applies); NDJSON progress like /crawl."""
         site = caller.site_for(body.site_id) or DEFAULT_SITE
