@@ -192,6 +192,17 @@ class RagSettings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _stalled_after_heartbeats(self) -> "RagSettings":
+        # A worker is taken for dead after this long without a heartbeat: with less than two heartbeats in
+        # it, a live worker's jobs would be queued again for nothing.
+        if self.job_stalled_sec < 2 * self.worker_heartbeat_sec:
+            raise ValueError(
+                f"RAG_JOB_STALLED_SEC ({self.job_stalled_sec:g}) must be at least twice RAG_WORKER_HEARTBEAT_SEC "
+                f"({self.worker_heartbeat_sec:g}); raise the first or lower the second"
+            )
+        return self
+
 
 def load_settings(**overrides: object) -> RagSettings:
     """Read the settings; a bad value raises ConfigError naming the variable and what it accepts."""

@@ -128,3 +128,18 @@ def test_cli_background_json_and_jobs_commands(jwb, jobs_env, monkeypatch, tmp_p
     assert f"{job_id}" in text and "done" in text and "3/3" in text
     missing = runner.invoke(cli_app, ["jobs", "show", "999999999"])
     assert missing.exit_code == 1 and "NOT_FOUND" in missing.output
+
+
+def test_uploads_wait_in_the_database_until_their_job_stored_them(jwb) -> None:
+    site = f"t-upload-{RUN}"
+    job_id = jwb.enqueue_uploads([("pumps.md", b"# Pumps\n\nPumps are serviced every spring."),
+                                  ("tool.exe", b"MZ not a document")], site_id=site)
+    with jwb.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM job_files").fetchone()[0] == 2
+    jwb.run_worker(wait=False)
+    done = jwb.job(job_id)
+    assert done["status"] == "done" and done["result"]["indexed"] == 1
+    assert [e["source"] for e in done["errors"]] == ["tool.exe"] and ".exe" in done["errors"][0]["reason"]
+    with jwb.db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM job_files").fetchone()[0] == 0
+    assert [d["source"] for d in jwb.documents(site_id=site)] == ["pumps.md"]
