@@ -10,14 +10,14 @@ progress (files done of total, chunks), the per-file errors and the final report
 procrastinate's job id and goes when procrastinate deletes the job. `job_files` keeps uploaded files
 until their job has stored them, so a worker on another machine can read them.
 
-Revision ID: 0007_jobs
+Revision ID: 0008_jobs
 Revises: 0006_inline_vectors
 Create Date: 2026-11-28
 """
 
 from alembic import op
 
-revision = "0007_jobs"
+revision = "0008_jobs"
 down_revision = "0006_inline_vectors"
 branch_labels = None
 depends_on = None
