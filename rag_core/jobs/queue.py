@@ -156,6 +156,9 @@ class JobQueue:
         worker = Worker(app, queues=[QUEUE], concurrency=concurrency, wait=wait,
                         name=name or f"{socket.gethostname()}:{os.getpid()}",
                         install_signal_handlers=install_signal_handlers,
+                        # LISTEN/NOTIFY wakes an idle worker at once; the poll is the fallback when a notification
+                        # is missed (eval/bench_jobs.py saw one start in about ten wait the default 5 s).
+                        fetch_job_polling_interval=1.0,
                         update_heartbeat_interval=self.settings.worker_heartbeat_sec,
                         stalled_worker_timeout=self.settings.job_stalled_sec)
         if started is not None:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from conftest import make_folder, wait_for
+from job_helpers import make_folder, wait_for
 from rag_core.api.rest import create_app
 from rag_core.cli import app as cli_app
 from rag_core.settings import RagSettings

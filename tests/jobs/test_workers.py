@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from conftest import make_folder, wait_for
+from job_helpers import make_folder, wait_for
 
 # More single-chunk files than one embedding batch holds (256 chunks), so a run stores some and is killed
 # before it stores the rest.
