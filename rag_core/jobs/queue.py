@@ -46,8 +46,16 @@ _RECOVERY_LOCK_ID = 724_011_034
 # A job whose worker died this many times (a file that kills the process, the OOM killer) fails
 # instead of taking down worker after worker.
 MAX_RUNS = 3
+# A job whose earlier run still holds it is tried again every BUSY_WAIT_SEC, this many times, then fails.
+BUSY_RETRIES = 100
+BUSY_WAIT_SEC = 2
 # The least time between two progress writes of one job.
 PROGRESS_EVERY_SEC = 0.5
+
+
+def run_lock_key(job_id: int) -> tuple[int, int]:
+    """The two-part advisory lock key a run of `job_id` holds while it works on the job."""
+    return _RUN_LOCK_CLASS, job_id % 2_147_483_647
 
 
 class JobBusy(Exception):
@@ -103,7 +111,7 @@ class JobQueue:
     def _worker_app(self, wb: Workbench, concurrency: int) -> App:
         app = App(connector=PsycopgConnector(conninfo=self.url, min_size=1, max_size=concurrency + 3,
                                              kwargs={"connect_timeout": 10}))
-        retry = RetryStrategy(max_attempts=100, wait=2, retry_exceptions={JobBusy})
+        retry = RetryStrategy(max_attempts=BUSY_RETRIES, wait=BUSY_WAIT_SEC, retry_exceptions={JobBusy})
         for kind in tasks.RUNNERS:
             app.task(name=f"rag.{kind}", queue=QUEUE, pass_context=True, retry=retry)(self._task(wb, kind))
         return app
@@ -116,6 +124,10 @@ class JobQueue:
             assert job_id is not None
             with self._run_lock(job_id) as held:
                 if not held:
+                    if context.job.attempts + 1 >= BUSY_RETRIES:  # the last try: say why the job fails
+                        records.finish(self.db, job_id, None, [{"source": None, "reason": (
+                            f"another run of this job kept it for {BUSY_RETRIES * BUSY_WAIT_SEC} s (a worker cut off "
+                            "from the database?); run it again once that worker is stopped")}])
                     raise JobBusy(f"job {job_id} is still held by another run")
                 records.start(self.db, job_id, kind, site_id, description)
                 writer = _ProgressWriter(self.db, job_id, context)
@@ -143,8 +155,7 @@ class JobQueue:
     def _run_lock(self, job_id: int) -> Iterator[bool]:
         """This run's hold on the job, on a connection of its own for as long as the run lasts."""
         with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
-            held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                (_RUN_LOCK_CLASS, job_id % 2_147_483_647)).fetchone()[0]
+            held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", run_lock_key(job_id)).fetchone()[0]
             yield held
 
     def run_worker(self, wb: Workbench, concurrency: int = 1, *, name: str | None = None,
@@ -206,7 +217,7 @@ class JobQueue:
             assert job.id is not None
             # A late heartbeat is not a dead run: a worker busy loading a model, or cut off for a while, still
             # holds its run's lock, which the server drops only when that run's connection is gone.
-            key = (_RUN_LOCK_CLASS, job.id % 2_147_483_647)
+            key = run_lock_key(job.id)
             if not (await (await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)).fetchone())[0]:
                 continue
             await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)

@@ -97,3 +97,31 @@ def test_worker_stops_gracefully_on_sigterm(jwb, start_worker) -> None:
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0
     assert "Worker stopped." in worker.stdout.read()
+
+
+def test_a_job_still_held_by_another_run_waits_instead_of_running_twice(jwb, tmp_path: Path) -> None:
+    """The guard behind 'two workers never run one job at once' when a job is queued again while its first run
+    lives on (a worker cut off from the database past the stalled limit): the second run waits for the lock."""
+    import threading
+
+    import psycopg
+
+    from rag_core.jobs.queue import run_lock_key
+    from job_helpers import wait_for as wait
+
+    site = f"t-held-{uuid.uuid4().hex[:6]}"
+    job_id = jwb.enqueue_ingest([make_folder(tmp_path, 2, "held")], site_id=site)
+    started: list[Any] = []
+    with psycopg.connect(jwb.database_url, autocommit=True) as first_run:
+        first_run.execute("SELECT pg_advisory_lock(%s, %s)", run_lock_key(job_id))
+        thread = threading.Thread(target=jwb.job_queue.run_worker, args=(jwb, 1),
+                                  kwargs={"install_signal_handlers": False, "started": started}, daemon=True)
+        thread.start()
+        wait(lambda: started_events(jwb, job_id) >= 2, 60, "the worker to try the held job twice")
+        assert jwb.job(job_id)["runs"] == 0 and stored(jwb, site) == {}  # it never began
+    # The first run's connection is gone, and its lock with it: the next try runs the job.
+    done = wait(lambda: (j := jwb.job(job_id))["status"] == "done" and j, 60, "the job to run once the lock is free")
+    assert done["runs"] == 1 and len(stored(jwb, site)) == 2
+    for worker in started:
+        worker.stop()
+    thread.join(30)
