@@ -125,3 +125,25 @@ def test_a_job_still_held_by_another_run_waits_instead_of_running_twice(jwb, tmp
     for worker in started:
         worker.stop()
     thread.join(30)
+
+
+def test_cancelling_a_running_job_stops_it_and_keeps_what_it_stored_whole(jwb, tmp_path: Path) -> None:
+    import threading
+
+    site = f"t-cancel-{uuid.uuid4().hex[:6]}"
+    job_id = jwb.enqueue_ingest([make_folder(tmp_path, KILLED_JOB_FILES, "cancel")], site_id=site)
+    started: list[Any] = []
+    thread = threading.Thread(target=jwb.job_queue.run_worker, args=(jwb, 1),
+                              kwargs={"install_signal_handlers": False, "started": started}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: (j := jwb.job(job_id))["status"] == "running" and j["done"] > 0, 180, "part of the folder stored")
+        assert jwb.cancel_job(job_id)["cancel_requested"]
+        ended = wait_for(lambda: (j := jwb.job(job_id))["status"] != "running" and j, 120, "the job to stop")
+        assert ended["status"] == "cancelled" and ended["errors"] == [{"source": None, "reason": "cancelled"}]
+        kept = stored(jwb, site)  # each document whole (checked inside), none twice
+        assert 0 < len(kept) < KILLED_JOB_FILES and all(docs == 1 for docs, _ in kept.values())
+    finally:
+        for worker in started:
+            worker.stop()
+        thread.join(30)
