@@ -41,8 +41,13 @@ PERIODS = {"Last 24 hours": dt.timedelta(days=1), "Last 7 days": dt.timedelta(da
 
 @st.cache_resource(show_spinner="Opening the workbench (database and embedder) ...")
 def workbench():
-    """The process-wide Workbench: one connection pool and one embedder for every session and page."""
-    return open_workbench()
+    """The process-wide Workbench: one connection pool and one embedder for every session and page.
+
+    Background jobs queued here (or by `rag ingest --background`) run in this process while no `rag worker`
+    is alive, so a single-laptop user never waits on a worker nobody started."""
+    workbench = open_workbench()
+    workbench.host_jobs()
+    return workbench
 
 
 def call(fn: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:

@@ -41,7 +41,16 @@ if info is not None:
     if info["chunks"] == 0:
         ui.offer_sample_corpus("ingest-sample")
 
+background = st.toggle("Run in the background", key="ingest_background",
+                       help="Queue a job instead of waiting here: a `rag worker` (or this app, while none runs) "
+                            "takes it; its progress shows under Jobs, also after a reload.")
 upload, folder, web = st.tabs(["Upload files", "Folder on the server", "Web pages"])
+
+
+def queued(job_id: int | None) -> None:
+    if job_id is not None:
+        ui.toast_next(f"Queued job {job_id}; it shows under Jobs below.")
+        ui.after_write()
 
 with upload:
     # The limit shown under the uploader is the store's own per-file limit (RAG_MAX_FILE_MB).
@@ -51,7 +60,9 @@ with upload:
                              help=f"Up to {limit_mb} MB per file (`RAG_MAX_FILE_MB`). Unchanged files (same bytes) "
                                   "are skipped without embedding.")
     if st.button(f"Ingest {ui.plural(len(files or []), 'file')}", disabled=not files, type="primary",
-                 key="upload_go"):
+                 key="upload_go") and background:
+        queued(ui.call(wb.enqueue_uploads, [(f.name, f.getvalue()) for f in files], site_id=target))
+    elif st.session_state.get("upload_go"):
         bar = st.progress(0.0, text="Starting ...")
         outcomes = []
         for i, f in enumerate(files, 1):
@@ -77,9 +88,13 @@ with folder:
     inc, exc = st.columns(2)
     include = inc.text_input("Include patterns (comma separated)", key="folder_include", placeholder="*.pdf, *.md")
     exclude = exc.text_input("Exclude patterns (comma separated)", key="folder_exclude", placeholder="*.tmp")
-    if st.button("Ingest folder", disabled=not (path.strip() and may_read_server), type="primary", key="folder_go"):
+    split = lambda text: [p.strip() for p in text.split(",") if p.strip()]  # noqa: E731
+    if st.button("Ingest folder", disabled=not (path.strip() and may_read_server), type="primary",
+                 key="folder_go") and background:
+        queued(ui.call(wb.enqueue_ingest, [path.strip()], include=split(include), exclude=split(exclude),
+                       site_id=target))
+    elif st.session_state.get("folder_go"):
         bar = st.progress(0.0, text="Looking for files ...")
-        split = lambda text: [p.strip() for p in text.split(",") if p.strip()]  # noqa: E731
         report = ui.call(wb.ingest_paths, [path.strip()], include=split(include), exclude=split(exclude),
                          site_id=target, progress=ui.progress_reporter(bar))
         bar.empty()
@@ -123,7 +138,9 @@ with web:
             st.dataframe(data["documents"], hide_index=True, width="stretch")
 
     url = st.text_input("One page", key="web_url", placeholder="https://example.com/guide/start")
-    if st.button("Add page", disabled=not (url.strip() and allowed), key="web_add"):
+    if st.button("Add page", disabled=not (url.strip() and allowed), key="web_add") and background:
+        queued(ui.call(wb.enqueue_page, url.strip(), site_id=target))
+    elif st.session_state.get("web_add"):
         bar = st.progress(0.0, text="Fetching ...")
         report = ui.call(wb.ingest_url, url.strip(), site_id=target, progress=ui.progress_reporter(bar, "Fetched"))
         bar.empty()
@@ -134,7 +151,9 @@ with web:
     index_url = idx.text_input("Index page to crawl (depth 1)", key="web_index", placeholder="https://example.com/docs/")
     pattern = pat.text_input("Link pattern (regular expression)", key="web_pattern", placeholder=r"\.html$")
     if st.button("Crawl", disabled=not (index_url.strip() and allowed), key="web_crawl",
-                 help=None if allowed else "Add a domain to the crawl allowlist first."):
+                 help=None if allowed else "Add a domain to the crawl allowlist first.") and background:
+        queued(ui.call(wb.enqueue_crawl, index_url.strip(), pattern, site_id=target))
+    elif st.session_state.get("web_crawl"):
         bar = st.progress(0.0, text="Reading the index page ...")
         report = ui.call(wb.ingest_index, index_url.strip(), pattern, site_id=target,
                          progress=ui.progress_reporter(bar, "Fetched"))
@@ -143,6 +162,28 @@ with web:
             ui.after_write("web_result", report)
     if st.session_state.get("web_result") is not None:
         show_web_report(st.session_state.web_result)
+
+
+
+# ----- background jobs: read from the database, so they outlive a reload and show other processes' jobs -----
+@st.fragment(run_every=2)
+def jobs_panel() -> None:
+    jobs = ui.call(wb.jobs, site_id=site, limit=10, default=[]) or []
+    if not jobs:
+        return
+    st.subheader("Jobs")
+    for job in jobs:
+        label = f"#{job['id']} {job['kind']} · {ui.md_text(job['description'])} · **{job['status']}**"
+        if job["total"]:
+            st.progress(min(1.0, job["done"] / job["total"]),
+                        text=f"{label} · {job['done']} of {job['total']} · {job['chunks']} chunks")
+        else:
+            st.caption(label)
+        for err in job["errors"][:5]:
+            st.warning(f"{ui.md_text(err['source'] or job['description'])}: {ui.md_text(err['reason'])}")
+
+
+jobs_panel()
 
 # ----- sources table -----
 st.subheader("Sources")

@@ -114,6 +114,14 @@ class RagSettings(BaseSettings):
     crawl_respect_robots: bool = True
     crawl_user_agent: str = "RAG-Workbench-Crawler/0.1 (+https://github.com/rag-workbench)"
 
+    # --- background jobs ---
+    jobs_in_process_worker: Literal["auto", "always", "off"] = Field(
+        default="auto", description="auto: `rag serve` and the app run queued jobs themselves while no "
+                                    "`rag worker` is alive; always: they always run jobs too; off: only workers do.")
+    worker_heartbeat_sec: float = Field(default=10.0, gt=0, le=600, description="How often a worker says it is alive.")
+    job_stalled_sec: float = Field(default=30.0, gt=0, le=86400,
+                                   description="A worker silent this long is taken for dead: its job is queued again.")
+
     # --- service ---
     api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")
     admin_api_key: str = Field(default="", description="Key for deletes and the retention cleanup; may use every site.")
@@ -215,6 +223,17 @@ class RagSettings(BaseSettings):
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(
                 f"RAG_CHUNK_OVERLAP ({self.chunk_overlap}) must be smaller than RAG_CHUNK_SIZE ({self.chunk_size})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stalled_after_heartbeats(self) -> "RagSettings":
+        # A worker is taken for dead after this long without a heartbeat: with less than two heartbeats in
+        # it, a live worker's jobs would be queued again for nothing.
+        if self.job_stalled_sec < 2 * self.worker_heartbeat_sec:
+            raise ValueError(
+                f"RAG_JOB_STALLED_SEC ({self.job_stalled_sec:g}) must be at least twice RAG_WORKER_HEARTBEAT_SEC "
+                f"({self.worker_heartbeat_sec:g}); raise the first or lower the second"
             )
         return self
 

@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependenci
     from rag_core.chat.turn import ChatTurn, PreparedTurn
     from rag_core.evaluation.judged import JudgedSet, SavedEvaluation
     from rag_core.ingest.web import WebIngestReport
+    from rag_core.jobs.queue import JobQueue
+    from rag_core.jobs.records import JobInfo
     from rag_core.llamaindex.engines import CitingChatEngine, CitingQueryEngine
     from rag_core.llamaindex.retriever import WorkbenchRetriever
     from rag_core.llamaindex.vector_store import WorkbenchVectorStore
@@ -722,6 +724,120 @@ class Workbench:
 
         return judged.saved_results(self.settings.data_dir, site_id)
 
+    # ----- background jobs -----
+    @property
+    def job_queue(self) -> JobQueue:
+        """The store's job queue (procrastinate on the same database), built on first use."""
+        queue = self.__dict__.get("_job_queue")
+        if queue is None:
+            from rag_core.jobs.queue import JobQueue
+
+            queue = self.__dict__.setdefault("_job_queue", JobQueue(self.database_url, self.db, self.settings))
+        return queue
+
+    def _enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None) -> int:
+        job_id = self.job_queue.enqueue(kind, site_id, args, description)
+        if self.__dict__.get("_hosts_jobs"):
+            self.job_queue.ensure_worker(self)
+        return job_id
+
+    def enqueue_ingest(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
+                       site_id: str = DEFAULT_SITE, prune: bool = False) -> int:
+        """Queue `ingest_paths` as a background job; returns its id. Paths are read by the worker that takes it."""
+        absolute = [Path(p).expanduser().resolve().as_posix() for p in paths]
+        if not absolute:
+            raise InvalidInput("No path given; name the files or folders to ingest.")
+        return self._enqueue("ingest", site_id, {"paths": absolute, "site_id": site_id, "include": list(include),
+                                                 "exclude": list(exclude), "prune": prune})
+
+    def enqueue_uploads(self, files: Sequence[tuple[str, bytes]], site_id: str = DEFAULT_SITE) -> int:
+        """Queue uploaded files (name, bytes) as one job; they wait in the database until it stored them."""
+        import uuid
+
+        from rag_core.jobs import records
+
+        if not files:
+            raise InvalidInput("No file given; choose the files to upload.")
+        batch = uuid.uuid4().hex
+        records.save_files(self.db, batch, files)
+        names = [name for name, _ in files]
+        try:
+            return self._enqueue("upload", site_id, {"batch": batch, "site_id": site_id},
+                                 ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else ""))
+        except Exception:
+            records.drop_files(self.db, batch)
+            raise
+
+    def enqueue_texts(self, texts: Sequence[TextRecord], site_id: str = DEFAULT_SITE) -> int:
+        """Queue texts (source, text, optional title and metadata) for ingestion as one job."""
+        for record in texts:
+            check_text_length(record.get("text", ""), MAX_DOCUMENT_CHARS, "content")
+            check_label(record.get("source"), "source")
+        return self._enqueue("texts", site_id, {"texts": [dict(t) for t in texts], "site_id": site_id})
+
+    def enqueue_crawl(self, index_url: str, pattern: str = "", site_id: str = DEFAULT_SITE) -> int:
+        """Queue `ingest_index`; a URL the crawl policy refuses is refused now, not in the worker."""
+        self.check_url(index_url)
+        return self._enqueue("crawl", site_id, {"index_url": index_url, "pattern": pattern, "site_id": site_id})
+
+    def enqueue_page(self, url: str, site_id: str = DEFAULT_SITE) -> int:
+        """Queue `ingest_url` (`rag add --background`); a refused URL is refused now."""
+        self.check_url(url)
+        return self._enqueue("add", site_id, {"url": url, "site_id": site_id})
+
+    def enqueue_reindex(self) -> int:
+        """Queue `reindex` (every site's chunks)."""
+        return self._enqueue("reindex", None, {})
+
+    def jobs(self, site_id: str | None = None, sites: Sequence[str] | None = None, limit: int = 50) -> list[JobInfo]:
+        """Running and queued jobs first, then the latest finished ones; of one site, of some, or all."""
+        from rag_core.jobs import records
+
+        if not 1 <= int(limit) <= 1000:
+            raise InvalidInput(f"limit is {limit}; choose between 1 and 1000 jobs.")
+        wanted = [site_id] if site_id is not None else (list(sites) if sites is not None else None)
+        return records.recent(self.db, wanted, int(limit))
+
+    def job(self, job_id: int) -> JobInfo:
+        """One job with its status, progress, errors and timestamps (NotFound when there is none)."""
+        from rag_core.jobs import records
+
+        info = records.get(self.db, int(job_id))
+        if info is None:
+            raise NotFound(f"No job {job_id}; `rag jobs list` shows the recent ones.")
+        return info
+
+    def cancel_job(self, job_id: int) -> JobInfo:
+        """Cancel a queued job, or ask a running one to stop after its current file or batch."""
+        info = self.job(job_id)
+        if info["status"] not in ("queued", "running"):
+            raise InvalidInput(f"Job {job_id} is {info['status']} already; only queued or running jobs can be "
+                               "cancelled.")
+        self.job_queue.cancel(int(job_id))
+        return self.job(job_id)
+
+    def job_workers_alive(self) -> int:
+        """Workers whose heartbeat is recent (`rag worker` processes and in-process ones)."""
+        return self.job_queue.workers_alive()
+
+    def run_worker(self, concurrency: int = 1, wait: bool = True) -> None:
+        """Take jobs until SIGTERM/SIGINT (or, with wait=False, until the queue is empty); `rag worker`."""
+        if not 1 <= int(concurrency) <= 64:
+            raise InvalidInput(f"concurrency is {concurrency}; choose between 1 and 64 jobs at once.")
+        self.job_queue.run_worker(self, int(concurrency), wait=wait)
+
+    def host_jobs(self) -> bool:
+        """Run queued jobs in this process whenever no worker is alive (`rag serve`, the app); True if it does now."""
+        self.__dict__["_hosts_jobs"] = True
+        return self.job_queue.host(self)
+
+    def stop_hosting_jobs(self) -> None:
+        """Stop the job worker `host_jobs` started here (its running job finishes first)."""
+        self.__dict__.pop("_hosts_jobs", None)
+        queue = self.__dict__.get("_job_queue")
+        if queue is not None:
+            queue.stop_in_process()
+
     # ----- status -----
     def read_replicas(self) -> list[ReplicaState]:
         """Each read replica (DATABASE_READ_URL) as its last check saw it: ok, lagging or down, with the lag."""
@@ -792,6 +908,9 @@ class Workbench:
 
     def close(self) -> None:
         """Release the connection pools (the embedded server stops when the last process exits)."""
+        queue = self.__dict__.get("_job_queue")
+        if queue is not None:
+            queue.close()
         self.reads.close()
         self.db.close()
 

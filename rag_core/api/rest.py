@@ -35,6 +35,7 @@ from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
 from rag_core.api.service_logging import configure_logging
 from rag_core.chat.sessions import ChatSession
+from rag_core.jobs.records import JobInfo
 from rag_core.errors import (
     ConfigError, CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
@@ -116,6 +117,11 @@ SessionPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, json_sc
                         AfterValidator(valid_id)]
 
 
+JobPath = Annotated[int, Path(ge=1, description="The job id a 202 answered with.")]
+Background = Annotated[bool, Query(description="Queue a job and answer 202 with its id at once, instead of "
+                                               "waiting for the work; GET /jobs/{job_id} follows it.")]
+
+
 TextOrNone = TypeVar("TextOrNone", bound=str | None)
 
 
@@ -135,6 +141,22 @@ def _session_for(wb: Workbench, caller: Principal, session_id: str) -> ChatSessi
     if session is None or not caller.allows(session["site_id"]):
         raise Unauthorized(DENIED)
     return session
+
+
+def _job_for(wb: Workbench, caller: Principal, job_id: int) -> JobInfo:
+    """The job when the caller may see it; a key bound to sites gets 404 for other sites' jobs and for
+    store-wide ones (a reindex), so it cannot learn which ids exist."""
+    try:
+        job = wb.job(job_id)
+    except NotFound:
+        job = None
+    if job is None or (caller.sites is not None and not caller.allows(job["site_id"])):
+        raise NotFound(f"No job {job_id} for this key; GET /jobs lists its jobs.")
+    return job
+
+
+def _queued(job_id: int) -> JSONResponse:
+    return JSONResponse({"job_id": job_id, "status_url": f"/jobs/{job_id}"}, status_code=202)
 
 
 # ----- errors: the one place they are mapped -----
@@ -332,6 +354,10 @@ def _document_openapi(app: FastAPI) -> None:
 
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse, "description": "Nothing to delete"}}
 _ADMIN = "Needs the admin key (RAG_ADMIN_API_KEY)."
+_QUEUED: dict[int | str, dict[str, Any]] = {202: {"model": s.JobQueued,
+                                                  "description": "With `?background=true`: the job queued"}}
+_NO_JOB: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse,
+                                                  "description": "No such job, or one of another site (NOT_FOUND)"}}
 
 
 def _warm_up(workbench: Workbench) -> None:
@@ -354,11 +380,13 @@ def warn_if_open(keys: KeyRing) -> None:
 
 
 def create_app(settings: RagSettings | None = None, workbench: Workbench | None = None, *,
-               run_scheduler: bool = True, warn_open: bool = True) -> FastAPI:
+               run_scheduler: bool = True, warn_open: bool = True, host_jobs: bool = True) -> FastAPI:
     """The FastAPI app; opens a Workbench unless one is given, and runs the daily purge unless told not to.
 
     Args:
         warn_open: warn that no API key is configured (`rag serve --workers N` says it once, not per worker).
+        host_jobs: run queued background jobs in this process whenever no `rag worker` is alive
+            (RAG_JOBS_IN_PROCESS_WORKER decides whether and when).
     """
     settings = settings or (workbench.settings if workbench is not None else load_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
@@ -382,9 +410,13 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size
         await anyio.to_thread.run_sync(_warm_up, wb)
         scheduler = start_retention_scheduler(wb, settings.retention_time) if run_scheduler else None
+        if host_jobs:  # queued jobs run here while no `rag worker` is alive
+            await anyio.to_thread.run_sync(wb.host_jobs)
         try:
             yield
         finally:
+            if host_jobs:
+                await anyio.to_thread.run_sync(wb.stop_hosting_jobs)
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
             if owned:
@@ -436,18 +468,23 @@ PUBLIC_CRAWL_REASONS = {
 _REFUSALS = ("refused", "robots")
 
 
+def _publicly_refused(call: Callable[[], Any]) -> Any:
+    """`call()` with a refused or unreachable URL told in generic words (the details go to the log)."""
+    try:
+        return call()
+    except (CrawlRefused, FetchError) as exc:
+        reason = exc.details.get("reason") if isinstance(exc.details, dict) else None
+        reason = reason if reason in PUBLIC_CRAWL_REASONS else ("refused" if isinstance(exc, CrawlRefused)
+                                                                else "network")
+        log.warning("Crawl request failed (%s): %s", reason, exc.message)
+        raise type(exc)(PUBLIC_CRAWL_REASONS[reason], details={"reason": reason}) from None
+
+
 def _public_crawl(run: Callable[[Callable[[Any], None]], Any]) -> Callable[[Callable[[Any], None]], Any]:
     """`run` with crawl errors told in generic words; a refusal of the URL asked for is always a 403."""
 
     def public(progress: Callable[[Any], None]) -> Any:
-        try:
-            report = run(progress)
-        except (CrawlRefused, FetchError) as exc:
-            reason = exc.details.get("reason") if isinstance(exc.details, dict) else None
-            reason = reason if reason in PUBLIC_CRAWL_REASONS else ("refused" if isinstance(exc, CrawlRefused)
-                                                                    else "network")
-            log.warning("Crawl request failed (%s): %s", reason, exc.message)
-            raise type(exc)(PUBLIC_CRAWL_REASONS[reason], details={"reason": reason}) from None
+        report = _publicly_refused(lambda: run(progress))
         for error in report.errors:
             log.info("Crawl page failed (%s): %s: %s", error["reason"], error["url"], error["message"])
             error["message"] = PUBLIC_CRAWL_REASONS.get(error["reason"], "The page failed.")
@@ -511,13 +548,21 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],
               summary="Add or replace a document",
               responses={200: {"model": s.DocumentOut, "description": "The source existed: replaced or unchanged"},
-                         422: {"model": s.ErrorResponse, "description": "The text could not be indexed"}})
-    def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
-        """Chunk, embed and store a document; the same source again replaces it (201 new, 200 replaced)."""
+                         422: {"model": s.ErrorResponse, "description": "The text could not be indexed"},
+                         **_QUEUED})
+    def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep, request: Request,
+                     background: Background = False) -> Any:
+        """Chunk, embed and store a document; the same source again replaces it (201 new, 200 replaced).
+
+        With `?background=true`: 202 and the job id at once; GET /jobs/{job_id} follows it.
+        """
         caller.require_site(body.site_id)
         # Embedding costs CPU per character: each key has its budget of characters (RAG_INGEST_CHAR_LIMIT).
         request.app.state.ingest_budget.hit(_client(request) if request.app.state.keys.open else caller.identity,
                                             cost=len(body.content))
+        if background:
+            return _queued(wb.enqueue_texts([{"source": body.source, "text": body.content, "title": body.title}],
+                                            site_id=body.site_id))
         outcome = wb.ingest_text(body.source, body.content, site_id=body.site_id, title=body.title)
         if outcome.status == "failed":
             raise LoaderError(f"'{body.source}' could not be indexed: {outcome.reason}", details={"source": body.source})
@@ -632,25 +677,55 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     # ----- web -----
     @app.post("/crawl", response_model=s.WebReportOut, tags=["web"], summary="Ingest the pages an index links to",
               responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
-    def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"},
+                         **_QUEUED})
+    def crawl(body: s.CrawlIn, caller: Caller, wb: WorkbenchDep, request: Request, background: Background = False) -> Any:
         """Fetch an index page and ingest its linked pages matching `pattern` (RAG_ALLOWED_DOMAINS applies).
 
         Send `Accept: application/x-ndjson` to receive one progress line per page as it is fetched,
         then the report (`{"event": "done", "report": ...}`) or the error (`{"event": "error", ...}`).
         """
         site = caller.site_for(body.site_id) or DEFAULT_SITE
+        if background:
+            return _queued(_publicly_refused(lambda: wb.enqueue_crawl(body.index_url, body.pattern, site_id=site)))
         return _web_response(request, _public_crawl(
             lambda progress: wb.ingest_index(body.index_url, body.pattern, site_id=site, progress=progress)))
 
     @app.post("/pages", response_model=s.WebReportOut, tags=["web"], summary="Ingest one web page",
               responses={200: {"content": {NDJSON: {"schema": {"type": "string"}}},
-                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"}})
-    def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep, request: Request) -> Any:
+                               "description": "The report; with `Accept: application/x-ndjson`, progress lines first"},
+                         **_QUEUED})
+    def add_page(body: s.PageIn, caller: Caller, wb: WorkbenchDep, request: Request, background: Background = False) -> Any:
         """Fetch and ingest one page (the crawl policy applies); NDJSON progress like /crawl."""
         site = caller.site_for(body.site_id) or DEFAULT_SITE
+        if background:
+            return _queued(_publicly_refused(lambda: wb.enqueue_page(body.url, site_id=site)))
         return _web_response(request, _public_crawl(
             lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress)))
+
+    # ----- background jobs -----
+    @app.get("/jobs", response_model=s.JobsOut, tags=["jobs"], summary="Recent background jobs")
+    def list_jobs(caller: Caller, wb: WorkbenchDep, site_id: SiteQuery = None,
+                  limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> Any:
+        """Running and queued jobs first, then the latest finished ones; a key sees its sites' jobs only."""
+        if site_id is not None:
+            caller.require_site(site_id)
+            return {"jobs": jsonable_encoder(wb.jobs(site_id=site_id, limit=limit))}
+        sites = None if caller.sites is None else sorted(caller.sites)
+        return {"jobs": jsonable_encoder(wb.jobs(sites=sites, limit=limit))}
+
+    @app.get("/jobs/{job_id}", response_model=s.JobOut, tags=["jobs"], summary="One background job",
+             responses=_NO_JOB)
+    def get_job(caller: Caller, wb: WorkbenchDep, job_id: JobPath) -> Any:
+        """Status (queued, running, done, failed, cancelled), progress done/total, errors per file, timestamps."""
+        return jsonable_encoder(_job_for(wb, caller, job_id))
+
+    @app.delete("/jobs/{job_id}", response_model=s.JobOut, tags=["jobs"], summary="Cancel a background job",
+                responses=_NO_JOB)
+    def cancel_job(caller: Caller, wb: WorkbenchDep, job_id: JobPath) -> Any:
+        """Cancel a queued job, or stop a running one after the file or batch it is on (what is stored stays)."""
+        _job_for(wb, caller, job_id)
+        return jsonable_encoder(wb.cancel_job(job_id))
 
     # ----- status -----
     @app.get("/status", response_model=s.StatusOut, response_model_exclude_unset=True, tags=["service"],

@@ -25,6 +25,7 @@ from rag_core.chat.sessions import ChatMessage, SessionsDeleted, SessionSummary
 from rag_core.chat.turn import ChatTurn
 from rag_core.ingest.store import DeletedCounts, StoreStatusInfo
 from rag_core.ingest.web import WebIngestReport
+from rag_core.jobs.records import JobInfo
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_DOCUMENT_CHARS, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from rag_core.search.responses import SearchMetrics, SearchResponse
 from rag_core.search.validation import MAX_PAGE
@@ -257,6 +258,20 @@ class PageIn(Body):
 
 class WebReportOut(wire_model(WebIngestReport, "WebIngestReport")):  # type: ignore[misc]
     error_counts: dict[str, int]
+
+
+JobOut = wire_model(JobInfo, "JobOut")
+
+
+class JobQueued(BaseModel):
+    """202 of a request run in the background: the job to follow at GET /jobs/{job_id}."""
+
+    job_id: int
+    status_url: str
+
+
+class JobsOut(BaseModel):
+    jobs: list[JobOut]  # type: ignore[valid-type]
 
 
 class HealthOut(BaseModel):

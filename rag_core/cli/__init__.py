@@ -14,6 +14,7 @@ from rag_core.errors import RagError
 # Each import registers its commands on `app`.
 from rag_core.cli import documents  # noqa: F401,I001
 from rag_core.cli import web  # noqa: F401
+from rag_core.cli import jobs  # noqa: F401
 from rag_core.cli import chat  # noqa: F401
 from rag_core.cli import evaluate, search  # noqa: F401
 from rag_core.cli import mcp  # noqa: F401

@@ -14,6 +14,7 @@ from rag_core.cli import common
 from rag_core.cli.common import (
     app, console, db_app, echo, markup_text, out, print_json, run_safely, sample_app,
 )
+from rag_core.cli.jobs import report_enqueued
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.units import human_size
 
@@ -33,8 +34,14 @@ def ingest(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     prune: bool = typer.Option(False, "--prune", help="Also remove stored sources under the folders whose files "
                                                       "are gone (deleted or renamed since they were ingested)."),
+    background: bool = typer.Option(False, "--background", help="Queue a job for `rag worker` and print its id."),
 ) -> None:
     """Ingest files and folders: md, txt, pdf, docx, xlsx, csv, html."""
+    if background:
+        with common.workbench() as wb:
+            report_enqueued(wb, wb.enqueue_ingest(paths, include=include, exclude=exclude, site_id=site, prune=prune),
+                            as_json)
+        return
     with common.workbench() as wb:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[chunks]} chunks"), TimeElapsedColumn(),
@@ -171,8 +178,15 @@ def _print_sources(docs: list[Any], total: int, as_json: bool, site: str | None)
 
 @app.command()
 @run_safely
-def reindex() -> None:
+def reindex(
+    background: bool = typer.Option(False, "--background", help="Queue a job for `rag worker` and print its id."),
+    as_json: bool = typer.Option(False, "--json", help="With --background: print the job id as JSON."),
+) -> None:
     """Re-embed every chunk with the configured embedder (after changing RAG_EMBEDDER)."""
+    if background:
+        with common.workbench() as wb:
+            report_enqueued(wb, wb.enqueue_reindex(), as_json)
+        return
     with common.workbench() as wb:
         with Progress(TextColumn("[bold]re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as bar:

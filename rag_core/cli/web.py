@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rag_core.cli import common
 from rag_core.cli.common import app, console, out, print_json, run_safely
+from rag_core.cli.jobs import report_enqueued
 from rag_core.security.ids import DEFAULT_SITE
 
 
@@ -44,8 +45,13 @@ def crawl(
     pattern: str = typer.Argument("", help="Regular expression a link must match, e.g. '\\.html$'."),
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the pages belong to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    background: bool = typer.Option(False, "--background", help="Queue a job for `rag worker` and print its id."),
 ) -> None:
     """Crawl the pages linked from an index page and ingest them (only RAG_ALLOWED_DOMAINS)."""
+    if background:
+        with common.workbench() as wb:
+            report_enqueued(wb, wb.enqueue_crawl(url, pattern, site_id=site), as_json)
+        return
     with common.workbench() as wb:
         with _page_bar(as_json) as on_progress:
             report = wb.ingest_index(url, pattern, site_id=site, progress=on_progress)
@@ -58,8 +64,13 @@ def add(
     url: str = typer.Argument(..., help="Web page to ingest."),
     site: str = typer.Option(DEFAULT_SITE, "--site", help="Site (tenant) the page belongs to."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    background: bool = typer.Option(False, "--background", help="Queue a job for `rag worker` and print its id."),
 ) -> None:
     """Ingest one web page (re-adding it replaces its chunks when it changed)."""
+    if background:
+        with common.workbench() as wb:
+            report_enqueued(wb, wb.enqueue_page(url, site_id=site), as_json)
+        return
     with common.workbench() as wb:
         with _page_bar(as_json) as on_progress:
             report = wb.ingest_url(url, site_id=site, progress=on_progress)

@@ -44,7 +44,7 @@ def test_no_generated_request_gets_a_server_error(make_client, fuzz_site):
     """Every operation of the app's own OpenAPI document, a few generated requests each (with the admin key)."""
     api = schemathesis.openapi.from_asgi("/openapi.json", make_client().app)
     operations = [result.ok() for result in api.get_all_operations()]
-    assert len(operations) == 16
+    assert len(operations) == 19
     seen: list[str] = []
     for operation in operations:
         @given(case=operation.as_strategy())
@@ -136,7 +136,8 @@ def test_openapi_is_complete_with_examples(client):
                 ("post", "/retrieve-context"), ("delete", "/chat-messages/cleanup"), ("post", "/search"),
                 ("post", "/chat"), ("get", "/sessions"), ("get", "/sessions/{session_id}/messages"),
                 ("delete", "/sessions/{session_id}"), ("post", "/crawl"), ("post", "/pages"), ("get", "/status"),
-                ("get", "/metrics/search"), ("get", "/health"), ("get", "/health/ready")}
+                ("get", "/metrics/search"), ("get", "/health"), ("get", "/health/ready"), ("get", "/jobs"),
+                ("get", "/jobs/{job_id}"), ("delete", "/jobs/{job_id}")}
     assert {(m, p) for p, ops in paths.items() for m in ops} == expected
     components = doc["components"]["schemas"]
     for path, ops in paths.items():

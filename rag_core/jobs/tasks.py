@@ -1,0 +1,99 @@
+"""What each kind of job runs: one Workbench call, with its report turned into (result, per-file errors).
+
+The Workbench is passed in (cores compose it, never import it); each runner takes the job's
+arguments as procrastinate stored them (JSON) and a progress callback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from rag_core.ingest.types import Progress, ProgressCallback
+from rag_core.jobs import records
+from rag_core.jobs.records import JobError
+
+if TYPE_CHECKING:
+    from rag_core.workbench import Workbench
+
+Outcome = tuple[dict[str, Any], list[JobError]]
+
+
+def _ingest_errors(report: dict[str, Any]) -> list[JobError]:
+    return [JobError(source=e["source"], reason=e["reason"] or "failed") for e in report["errors"]]
+
+
+def _web_errors(report: dict[str, Any]) -> list[JobError]:
+    return [JobError(source=e["url"], reason=f"{e['reason']}: {e['message']}") for e in report["errors"]]
+
+
+def ingest_paths(wb: Workbench, progress: ProgressCallback, *, paths: list[str], site_id: str,
+                 include: list[str] | None = None, exclude: list[str] | None = None, prune: bool = False) -> Outcome:
+    """Files and folders on the worker's machine (a shared disk when workers run elsewhere)."""
+    report = wb.ingest_paths(paths, include=include or (), exclude=exclude or (), site_id=site_id,
+                             progress=progress).to_dict()
+    report.pop("documents", None)
+    vanished = wb.vanished_sources(paths, site_id=site_id)
+    for source in vanished if prune else []:
+        wb.delete_source(source, site_id=site_id)
+    report["pruned" if prune else "vanished"] = vanished
+    return report, _ingest_errors(report)
+
+
+def ingest_uploads(wb: Workbench, progress: ProgressCallback, *, batch: str, site_id: str) -> Outcome:
+    """Uploaded files kept in the database until stored; each one its own run, so each is reported."""
+    files = records.file_names(wb.db, batch)
+    outcomes = []
+    chunks = 0
+    for done, (file_id, name) in enumerate(files):
+        progress(Progress(done, len(files), chunks, name))
+        outcome = wb.ingest_bytes(name, records.file_data(wb.db, file_id), site_id=site_id)
+        chunks += outcome.chunks if outcome.status in ("indexed", "updated") else 0
+        outcomes.append(outcome)
+    progress(Progress(len(files), len(files), chunks, ""))
+    records.drop_files(wb.db, batch)
+    counts = {status: sum(1 for o in outcomes if o.status == status)
+              for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
+    errors = [JobError(source=o.source, reason=o.reason or "failed") for o in outcomes if o.status == "failed"]
+    return {**counts, "chunks": chunks, "errors": [dict(e) for e in errors]}, errors
+
+
+def ingest_texts(wb: Workbench, progress: ProgressCallback, *, texts: list[dict[str, Any]], site_id: str) -> Outcome:
+    report = wb.ingest_texts(texts, site_id=site_id, progress=progress).to_dict()  # type: ignore[arg-type]
+    return report, _ingest_errors(report)
+
+
+def crawl(wb: Workbench, progress: ProgressCallback, *, index_url: str, site_id: str, pattern: str = "") -> Outcome:
+    report = wb.ingest_index(index_url, pattern, site_id=site_id, progress=progress).to_dict()
+    return report, _web_errors(report)
+
+
+def add_page(wb: Workbench, progress: ProgressCallback, *, url: str, site_id: str) -> Outcome:
+    report = wb.ingest_url(url, site_id=site_id, progress=progress).to_dict()
+    return report, _web_errors(report)
+
+
+def reindex(wb: Workbench, progress: ProgressCallback) -> Outcome:
+    return dict(wb.reindex(progress=progress)), []
+
+
+RUNNERS: dict[str, Callable[..., Outcome]] = {
+    "ingest": ingest_paths, "upload": ingest_uploads, "texts": ingest_texts, "crawl": crawl,
+    "add": add_page, "reindex": reindex,
+}
+
+
+def describe(kind: str, args: dict[str, Any]) -> str:
+    """A short line that says what a job is about (lists and the Ingestion page show it)."""
+    if kind == "ingest":
+        paths = [Path(p).name or p for p in args["paths"]]
+        return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    if kind == "crawl":
+        return args["index_url"] + (f" ({args['pattern']})" if args.get("pattern") else "")
+    if kind == "add":
+        return args["url"]
+    if kind == "upload":
+        return args.get("names", "uploaded files")
+    if kind == "texts":
+        return f"{len(args['texts'])} texts"
+    return "re-embed every chunk"
