@@ -328,13 +328,11 @@ class IngestPipeline:
                 report.outcomes.append(SourceOutcome(item.source, "unchanged", site_id=item.site_id))
                 tick(item.source)
                 continue
-            if known is None and item.file_bytes:
-                twin_key = (item.site_id, item.content_hash)
-                if twin_key in twins or twin_key in in_run:
-                    report.outcomes.append(self._same_file(item, twins.get(twin_key), in_run.get(twin_key)))
-                    tick(item.source)
-                    continue
-                in_run[twin_key] = item.source
+            twin_key = (item.site_id, item.content_hash) if known is None and item.file_bytes else None
+            if twin_key and (twin_key in twins or twin_key in in_run):
+                report.outcomes.append(self._same_file(item, twins.get(twin_key), in_run.get(twin_key)))
+                tick(item.source)
+                continue
             try:
                 doc = self._prepare(item)
             except RagError as exc:
@@ -346,6 +344,8 @@ class IngestPipeline:
                                                      site_id=item.site_id))
                 tick(item.source)
                 continue
+            if twin_key:  # only a copy of a file that loaded is the same document: copies of a broken one fail too
+                in_run[twin_key] = item.source
             embed_texts = [embedding_input(doc.title, ch.text) for ch in doc.chunks]
             pending.append((doc, embed_texts, known is None))
             pending_chunks += len(doc.chunks)

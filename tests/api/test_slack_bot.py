@@ -344,7 +344,8 @@ def test_channels_outside_the_list_are_refused(start_bot, slack_api, docs) -> No
 def test_each_workspace_reads_only_its_own_site(start_bot, slack_api, wb, docs) -> None:
     other_site = f"t-slack-other-{uuid.uuid4().hex[:6]}"
     wb.ingest_texts([{"source": "https://other.example.com/secret", "title": "Other tenant",
-                      "text": "The other tenant's await keyword notes are private to the other workspace."}],
+                      "text": "In the other tenant's notes, the await keyword pauses a coroutine until the awaited "
+                              "task is done; these notes are private to the other workspace."}],
                     site_id=other_site)
     try:
         bot = start_bot(slack_site_map=f"{TEAM}={docs},T0OTHER01={other_site}")
