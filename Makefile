@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := redis-server chromium chromium-driver
 # write, and `make eval` reads RAG_EVAL_DATA (fill it with `rag eval fetch scifact jsquad`).
 EVAL_DATA_ENV := $(if $(RAG_EVAL_DATA),,$(if $(wildcard ../shared/eval-data),RAG_EVAL_DATA=$(abspath ../shared/eval-data)))
 
-.PHONY: run serve mcp lab test install install-dev system-deps eval lint typecheck clean-venv
+.PHONY: run serve mcp lab test install install-dev system-deps eval benchmarks-doc lint typecheck clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is required"'
@@ -77,6 +77,11 @@ typecheck: $(VENV)/.installed-dev
 # Runs every notebook on the full evaluation sets and writes eval/results/*.json and the charts.
 eval: $(VENV)/.installed-dev
 	$(EVAL_DATA_ENV) RAG_EVAL_SAMPLE=0 RAGAS_DO_NOT_TRACK=true $(BIN)/python eval/run_notebooks.py
+
+# Rewrites docs/benchmarks.md from eval/results/*.json (standard library only: no install needed);
+# tests/test_benchmarks_doc.py fails while the page and the files disagree.
+benchmarks-doc:
+	$(PYTHON) eval/benchmarks_doc.py
 
 clean-venv:
 	rm -rf $(VENV)

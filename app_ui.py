@@ -22,7 +22,7 @@ from rag_core import RagError, open_workbench
 from rag_core.chat.citations import Source
 from rag_core.chat.quotes import cited_spans, passage_html
 from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
-from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE
 from rag_core.security.text import inert_markdown
 
 log = logging.getLogger(__name__)
@@ -145,12 +145,6 @@ def search_metrics(site_id: str | None, period: str) -> dict[str, Any]:
     return workbench().search_metrics(site_id=site_id, since=PERIODS[period])
 
 
-@st.cache_data(ttl=READ_TTL_SEC, show_spinner=False)
-def latency_histogram(site_id: str | None, period: str) -> dict[str, Any]:
-    """Workbench.search_latency_histogram over one of PERIODS, cached."""
-    return workbench().search_latency_histogram(site_id=site_id, since=PERIODS[period])
-
-
 @st.cache_data(ttl=60, show_spinner=False)
 def evaluation_results(folder: str | None = None) -> list[dict[str, Any]]:
     """The newest eval/results/retrieval_<set>_<mode>.json per (set, mode); unreadable files are skipped."""
@@ -237,16 +231,31 @@ def related_queries(query: str, suggestions: Sequence[str]) -> list[str]:
 
 # ----- site -----
 def site_selector() -> None:
-    """The sidebar's site picker; its value applies to Chat, Search and Ingestion."""
+    """The sidebar's site picker; its value applies to Chat, Search and Ingestion. With the sample corpus open,
+    a button under it removes the sample."""
     info = call(status, None, default=None) or {}
-    sites = sorted(set(info.get("by_site", {})) | {DEFAULT_SITE})
+    sample = call(status, SAMPLE_SITE, default=None) or {}
+    sites = sorted(set(info.get("by_site", {})) | {DEFAULT_SITE} | ({SAMPLE_SITE} if sample.get("documents") else set()))
+    if "site_next" in st.session_state:  # a page asked for another site (before the picker is drawn)
+        st.session_state["site"] = st.session_state.pop("site_next")
+    elif "site" not in st.session_state and not info.get("documents") and sample.get("documents"):
+        st.session_state["site"] = SAMPLE_SITE  # only the sample is indexed yet: open it rather than nothing
     current = st.session_state.get("site", ALL_SITES)
     options = [ALL_SITES, *sites]
     if current not in options:
         options.append(current)
     st.sidebar.selectbox("Site", options, key="site",
                          help="Each site (tenant) has its own documents; 'All sites' searches every one "
-                              "except the evaluation sites.")
+                              "except the evaluation sites and the sample corpus.")
+    if current == SAMPLE_SITE and sample.get("documents"):
+        st.sidebar.caption("The sample corpus: this project's README and guides, kept apart from your documents.")
+        if st.sidebar.button("Remove the sample corpus", key="sample_remove", icon=":material/delete_sweep:"):
+            removed = call(workbench().remove_sample_corpus)
+            if removed is not None:
+                st.session_state["site_next"] = ALL_SITES
+                toast_next(f"Removed the sample corpus ({plural(removed['documents'], 'document')}).")
+                invalidate()
+                st.rerun()
 
 
 def current_site() -> str | None:
@@ -304,18 +313,21 @@ def show_ingest_report(report: Any) -> None:
 
 
 def offer_sample_corpus(key: str) -> None:
-    """First-run empty state: one click indexes the project's README and docs/ as a sample corpus."""
+    """First-run empty state: one click indexes the project's README and docs/ into the site 'sample' and opens
+    it (the sample never mixes with a user's documents)."""
     st.info("Nothing is indexed yet. Index this project's own README and user guides (a few seconds) to try "
-            "chat and search at once, or add your own documents on the Ingestion page.",
+            "chat and search at once, or add your own documents on the Ingestion page. The sample goes into "
+            "a site of its own, `sample`, which one click removes.",
             icon=":material/lightbulb:")
     cols = st.columns([2, 3])
     if cols[0].button("Index the sample corpus", key=key, type="primary", icon=":material/auto_awesome:"):
         bar = st.progress(0.0, text="Starting ...")
-        report = call(workbench().ingest_sample_corpus, site_id=target_site(), progress=progress_reporter(bar))
+        report = call(workbench().ingest_sample_corpus, progress=progress_reporter(bar))
         bar.empty()
         if report is not None:
             invalidate()
-            flash(f"Sample corpus: {ingest_summary(report)}. Ask a question or search now.")
+            st.session_state["site_next"] = SAMPLE_SITE  # the picker shows the sample's site from the next run
+            flash(f"Sample corpus (site `sample`): {ingest_summary(report)}. Ask a question or search now.")
             st.rerun()  # every count, the sidebar included, redraws with the new documents
     cols[1].page_link("app_pages/ingestion.py", label="Add your own documents", icon=":material/upload_file:")
 
@@ -399,9 +411,10 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             return
         for i, c in enumerate(citations, 1):
             cited = Source.from_citation(c, n=i)  # the stored citation's keys are known in one place
-            n, similarity = cited.n, cited.similarity
+            # The calibrated relevance every surface shows (CLI, REST, MCP, Slack, notebooks), not the raw cosine.
+            n, relevance = cited.n, cited.similarity_pct / 100
             cols = st.columns([1, 4])
-            cols[0].progress(max(0.0, min(1.0, similarity)), text=f"[{n}] {similarity * 100:.1f}%")
+            cols[0].progress(max(0.0, min(1.0, relevance)), text=f"[{n}] {cited.similarity_pct:.1f}%")
             title = cited.title or ""
             where = source_label(cited.path or "", cited.page)
             if len(cited.sites) > 1:  # a chat over every site: the same passage is held by each of these sites

@@ -14,9 +14,10 @@ st.title("Analytics")
 period = st.segmented_control("Period", list(ui.PERIODS), default="Last 7 days", key="analytics_period") \
     or "Last 7 days"
 
+# One read: the tiles and the charts below are computed from the same snapshot of the query log.
 metrics = ui.call(ui.search_metrics, site, period, default=None)
-latency = ui.call(ui.latency_histogram, site, period, default=None)
-if metrics is not None and latency is not None:
+if metrics is not None:
+    latency = metrics["latency"]
     cols = st.columns(6)
     cols[0].metric("Searches", f"{metrics['typed_searches']:,}",
                    help="Queries people typed (in the app, the CLI, the API). Page, filter and chart clicks and "
@@ -38,18 +39,23 @@ if metrics is not None and latency is not None:
         left, right = st.columns(2)
         with left:
             daily = metrics["daily"]
-            fig = px.bar(x=[d["day"] for d in daily], y=[d["searches"] for d in daily],
-                         labels={"x": "day (UTC)", "y": "searches"}, title="Search volume per day", height=300)
-            fig.update_xaxes(type="category")
+            days = [d["day"] for d in daily]
+            # Typed searches add up to the Searches tile; the clicks that repeated a search stack on top.
+            fig = go.Figure([go.Bar(x=days, y=[d["typed_searches"] for d in daily], name="typed",
+                                    marker_color="#4c78a8"),
+                             go.Bar(x=days, y=[d["searches"] - d["typed_searches"] for d in daily],
+                                    name="repeated by a click", marker_color="#9ecae9")])
+            fig.update_layout(barmode="stack", title="Search volume per day (UTC)", height=300, bargap=0.5,
+                              margin=dict(l=10, r=10, t=40, b=10), xaxis_type="category", yaxis_title="searches",
+                              legend=dict(orientation="h", y=-0.2))
             ui.count_axis(fig, [d["searches"] for d in daily])
-            fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), bargap=0.5)
             st.plotly_chart(fig, width="stretch")
         with right:
             buckets = latency["buckets"]
             over = [b["to_ms"] is None or b["to_ms"] > ui.P95_TARGET_MS for b in buckets]
             fig = go.Figure(go.Bar(x=[b["label"] for b in buckets], y=[b["searches"] for b in buckets],
                                    marker_color=["#e45756" if o else "#4c78a8" for o in over]))
-            fig.update_layout(title="Latency per search (red: slower than the 1 s target)",
+            fig.update_layout(title=f"Latency of the {latency['searches']:,} searches that ran (red: over 1 s)",
                               height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="category",
                               yaxis_title="searches")
             ui.count_axis(fig, [b["searches"] for b in buckets])
@@ -82,6 +88,15 @@ with st.expander("Upload judged queries", icon=":material/upload:"):
         if added is not None:
             ui.toast_next(f"Judged set: {ui.plural(added['queries'], 'query', 'queries')}.")
             ui.after_write()
+if judged and judged["deleted_sources"]:
+    stale = [i for i in judged["items"] if i["deleted"]]
+    st.warning(f"{ui.plural(len(stale), 'judged query', 'judged queries')} name relevant sources deleted from this "
+               "site since they were judged. The evaluation scores such a query on its sources still stored and "
+               "leaves it out when none is left (no search could find a deleted source); ingest them again or "
+               "judge other hits.", icon=":material/link_off:")
+    st.dataframe([{"query": i["query"], "deleted sources": ", ".join(i["deleted"]),
+                   "still stored": len(i["relevant"]) - len(i["deleted"])} for i in stale],
+                 hide_index=True, width="stretch", key="judged_deleted_table")
 if judged and judged["queries"]:
     run_cols = st.columns([2, 2, 3], vertical_alignment="bottom")
     judged_mode = run_cols[0].segmented_control("Mode", ["hybrid", "semantic", "fulltext"], default="hybrid",
@@ -104,6 +119,10 @@ if judged and judged["queries"]:
         queries_by_id = {i["id"]: i for i in judged["items"]}
         with st.expander("Per query (the latest evaluation)"):
             latest = max(own, key=lambda r: str(r.get("written", "")))
+            left_out = [d for d in latest.get("deleted_judgements", []) if not d["scored"]]
+            if left_out:
+                st.caption(f"Not scored: {ui.plural(len(left_out), 'query', 'queries')} whose every relevant source "
+                           "was deleted: " + "; ".join(ui.md_text(d["query"]) for d in left_out[:5]))
             st.dataframe([{"query": queries_by_id.get(q["query_id"], {}).get("query", q["query_id"]),
                            "hit": bool(q["hit"]), "rank of a relevant hit": next(
                                (i for i, d in enumerate(q["ranked"], 1)

@@ -62,25 +62,23 @@ with st.sidebar:
         if no.button("Cancel", key="chat_reset_no", width="stretch"):
             st.session_state.pop("chat_confirm_reset", None)
             st.rerun()
-    if stored:
-        with st.expander("Rename or delete a conversation", icon=":material/edit_note:"):
-            by_id = {s["id"]: s for s in stored}
-            chosen = st.selectbox("Conversation", list(by_id), format_func=lambda sid: titles[sid],
-                                  key="chat_manage_pick", index=list(by_id).index(session_id) if stored_session else 0)
-            new_title = st.text_input("New title", value=by_id[chosen]["title"] or "", key=f"chat_title_{chosen}",
+    if stored_session:
+        # Only the open conversation: a picker of its own could point at another one than the one on screen.
+        with st.expander("Rename or delete this conversation", icon=":material/edit_note:"):
+            stored_title = next(s["title"] or "" for s in stored if s["id"] == session_id)
+            new_title = st.text_input("New title", value=stored_title, key=f"chat_title_{session_id}",
                                       max_chars=200)
             if st.button("Rename", key="chat_rename", icon=":material/edit:",
-                         disabled=not new_title.strip() or new_title.strip() == (by_id[chosen]["title"] or "")):
-                if ui.call(wb.rename_session, chosen, new_title) is not None:
+                         disabled=not new_title.strip() or new_title.strip() == stored_title):
+                if ui.call(wb.rename_session, session_id, new_title) is not None:
                     ui.toast_next(f"Renamed to '{ui.md_text(new_title.strip())}'.")
                     ui.after_write()
-            sure = st.checkbox("Delete it and its messages for good", key=f"chat_delete_sure_{chosen}")
+            sure = st.checkbox("Delete it and its messages for good", key=f"chat_delete_sure_{session_id}")
             if st.button("Delete conversation", key="chat_delete", type="primary", disabled=not sure,
                          icon=":material/delete:"):
-                if ui.call(wb.delete_session, chosen) is not None:
-                    ui.toast_next(f"Deleted '{ui.md_text(names[chosen])}'.")
-                    if chosen == session_id:
-                        _new_session()
+                if ui.call(wb.delete_session, session_id) is not None:
+                    ui.toast_next(f"Deleted '{ui.md_text(names[session_id])}'.")
+                    _new_session()
                     ui.after_write()
     answerer = ui.call(lambda: wb.llm.describe(), default=None)  # a bad RAG_LLM setting shows here, not as a trace
     if answerer:

@@ -32,8 +32,9 @@ with st.sidebar:
     limit = st.select_slider("Results per page", [5, 10, 20, 50], value=10, key="search_limit")
 
 st.title("Search")
+# No max_chars: the browser would cut a longer paste short without a word; the search refuses it with the limit.
 query = st.text_input("Query", key="search_query", placeholder="e.g. how does hybrid search rank documents?",
-                      label_visibility="collapsed", max_chars=MAX_QUERY_CHARS)
+                      label_visibility="collapsed", help=f"Up to {MAX_QUERY_CHARS} characters.")
 info = ui.call(ui.status, site, default=None)
 if info is not None and info["chunks"] == 0:
     ui.offer_sample_corpus("search-sample")

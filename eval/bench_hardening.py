@@ -13,9 +13,14 @@ Four measurements, each beside a reference from the same run where one exists:
 4. kill -9 of the postmaster under a running `rag serve`, `--runs` times: how long each
    /health/ready takes to answer 503 while the server is down (at once, not the pool's 30 s), and
    the time until it answers 200 again (the service restarts the server itself).
+5. `rag slack` (HTTP mode, its own embedded PostgreSQL, a stand-in Slack API on loopback): peak RSS
+   growth and log growth for unsigned bodies (a declared 400 MB one, a streamed 400 MB one, 40
+   streamed 20 MB ones at once), and how long `/rag status` takes to be acknowledged with 100
+   questions queued while the Slack API hangs.
 
     .venv/bin/python eval/bench_hardening.py              # everything, results in eval/results/hardening.json
     .venv/bin/python eval/bench_hardening.py --runs 3 --no-docx-reference
+    .venv/bin/python eval/bench_hardening.py --only slack # section 5 alone (written to hardening_slack.json)
 
 Nothing here asserts a figure; tests assert the behaviour.
 """
@@ -304,24 +309,207 @@ def measure_docx(folder: Path, xml_bytes: int, reference: bool) -> dict[str, Any
     return out
 
 
+# ----- 5: `rag slack` under unsigned and queued traffic -----
+SLACK_SECRET = "bench-signing-secret"
+
+
+class SlackStandIn:
+    """Slack's Web API on loopback: auth.test answers; with `hang`, every other call waits until the end."""
+
+    def __init__(self) -> None:
+        self.hang = threading.Event()
+        self.release = threading.Event()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/auth.test"):
+                    body = {"ok": True, "team_id": "T0BENCH", "user_id": "U0BOT", "bot_id": "B0BOT"}
+                else:
+                    if stand_in.hang.is_set():
+                        stand_in.release.wait(600)
+                    body = {"ok": True, "ts": "1700000000.000100", "channel": "C0BENCH"}
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+
+
+def slack_signed(body: str) -> dict[str, str]:
+    import hashlib
+    import hmac
+
+    ts = str(int(time.time()))
+    digest = hmac.new(SLACK_SECRET.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+
+def unsigned_stream(size: int) -> Iterator[bytes]:
+    yield b'{"type": "event_callback", "pad": "'
+    for _ in range(size // MB):
+        yield b"x" * MB
+    yield b'"}'
+
+
+def post_unsigned(base: str, size: int, declared: bool) -> int:
+    """An unsigned body of `size` bytes, with its Content-Length or streamed; the status (0: connection closed)."""
+    try:
+        if declared:
+            with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=60) as sock:
+                sock.sendall(b"POST /slack/events HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % size)
+                try:
+                    for chunk in unsigned_stream(size):
+                        sock.sendall(chunk)
+                except OSError:
+                    pass  # refused and closed before the whole body was sent
+                return int(sock.recv(64).split(b" ")[1] or 0)
+        return httpx.post(f"{base}/slack/events", content=unsigned_stream(size),
+                          headers={"Content-Type": "application/json"}, timeout=120).status_code
+    except (OSError, httpx.HTTPError, ValueError, IndexError):
+        return 0
+
+
+def measure_slack(folder: Path, acks: int) -> dict[str, Any]:
+    stand_in = SlackStandIn()
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("SLACK_")}
+    env.update({"RAG_DATA_DIR": str(folder / "slack-data"), "SLACK_BOT_TOKEN": "xoxb-bench",
+                "SLACK_SIGNING_SECRET": SLACK_SECRET, "RAG_SLACK_API_URL": stand_in.url})
+    port = free_port()
+    log_path = folder / "slack.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("rag")), "slack", "--port", str(port)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    out: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"rag slack exited:\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("rag slack did not answer /health in 300 s")
+            time.sleep(0.2)
+
+        def attack(name: str, fn) -> None:
+            # RSS sampled every 10 ms while the attack runs: VmHWM alone keeps the start-up peak (model, imports).
+            before, log_before = memory_kb(proc.pid), log_path.stat().st_size
+            highest = [before["VmRSS"]]
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.wait(0.01):
+                    highest[0] = max(highest[0], memory_kb(proc.pid)["VmRSS"])
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            started = time.perf_counter()
+            statuses = fn()
+            done.set()
+            sampler.join()
+            after = memory_kb(proc.pid)
+            out[name] = {"statuses": sorted(set(statuses)), "seconds": round(time.perf_counter() - started, 2),
+                         "rss_before_mb": round(before["VmRSS"] / 1024, 1),
+                         "peak_rss_growth_mb": round((highest[0] - before["VmRSS"]) / 1024, 1),
+                         "vmhwm_growth_mb": round((after["VmHWM"] - before["VmHWM"]) / 1024, 1),
+                         "log_growth_bytes": log_path.stat().st_size - log_before}
+            print(f"rag slack, {name}: answered {out[name]['statuses']} in {out[name]['seconds']} s; RSS "
+                  f"{out[name]['rss_before_mb']} MB, peak +{out[name]['peak_rss_growth_mb']} MB while it ran; "
+                  f"log +{out[name]['log_growth_bytes']} bytes")
+
+        attack("unsigned 400 MB, declared", lambda: [post_unsigned(base, 400 * MB, declared=True)])
+        attack("unsigned 400 MB, streamed", lambda: [post_unsigned(base, 400 * MB, declared=False)])
+
+        def concurrent() -> list[int]:
+            statuses: list[int] = []
+            threads = [threading.Thread(target=lambda: statuses.append(post_unsigned(base, 20 * MB, declared=False)))
+                       for _ in range(40)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return statuses
+
+        attack("40 x unsigned 20 MB at once, streamed", concurrent)
+
+        stand_in.hang.set()
+        with httpx.Client(timeout=30) as client:
+            for i in range(100):
+                event = {"type": "event_callback", "team_id": "T0BENCH", "event_id": f"EvBench{i}",
+                         "event": {"type": "app_mention", "user": "U0USER", "text": f"<@U0BOT> question {i}",
+                                   "ts": f"{int(time.time())}.{i:06d}", "channel": "C0BENCH"}}
+                body = json.dumps(event)
+                client.post(f"{base}/slack/events", content=body,
+                            headers={"Content-Type": "application/json", **slack_signed(body)})
+            times, codes = [], []
+            for i in range(acks):
+                form = (f"team_id=T0BENCH&channel_id=C0BENCH&user_id=U0USER&command=%2Frag&text=status&"
+                        f"response_url={stand_in.url}respond&trigger_id=bench.{i}.{time.time()}")
+                started = time.perf_counter()
+                answer = client.post(f"{base}/slack/events", content=form,
+                                     headers={"Content-Type": "application/x-www-form-urlencoded", **slack_signed(form)})
+                times.append(time.perf_counter() - started)
+                codes.append(answer.status_code)
+        out["slash command ack, 100 questions queued, Slack API hanging"] = {
+            "statuses": sorted(set(codes)), "median_s": round(statistics.median(times), 3),
+            "max_s": round(max(times), 3), "runs": acks}
+        print(f"rag slack, /rag status with 100 questions queued and the Slack API hanging: statuses "
+              f"{sorted(set(codes))}, acknowledged in a median {statistics.median(times) * 1000:.0f} ms "
+              f"(max {max(times) * 1000:.0f} ms, {acks} commands)")
+        out["log_bytes_total"] = log_path.stat().st_size
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        stand_in.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="Postmaster kills to time.")
     parser.add_argument("--no-docx-reference", action="store_true", help="Skip opening the docx bomb with python-docx.")
+    parser.add_argument("--only", choices=["slack"], help="Run one section alone.")
+    parser.add_argument("--acks", type=int, default=7, help="Slash commands to time with questions queued.")
     args = parser.parse_args()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
     folder = own_folder()
     results: dict[str, Any] = {"machine": machine(), "load_average_1m": round(os.getloadavg()[0], 1)}
     try:
-        results["service"] = measure_service(folder, args.runs)
-        results["gzip_bomb"] = measure_gzip(1000 * MB, 5 * MB)
-        results["docx_bomb"] = measure_docx(folder, 1 << 30, not args.no_docx_reference)
+        if args.only != "slack":
+            results["service"] = measure_service(folder, args.runs)
+            results["gzip_bomb"] = measure_gzip(1000 * MB, 5 * MB)
+            results["docx_bomb"] = measure_docx(folder, 1 << 30, not args.no_docx_reference)
+        results["slack"] = measure_slack(folder, args.acks)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     results["load_average_1m_after"] = round(os.getloadavg()[0], 1)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "hardening.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"Written to {RESULTS / 'hardening.json'}")
+    name = "hardening_slack.json" if args.only == "slack" else "hardening.json"
+    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"Written to {RESULTS / name}")
 
 
 if __name__ == "__main__":

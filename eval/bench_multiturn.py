@@ -9,6 +9,12 @@ previous one. For reference it runs the set twice more with the follow-up rule
 forced: every message searched alone, and every message folded with the previous question (the
 behaviour before the rule); `--margins` sweeps the rule's margin.
 
+Then it asks the company conversation set (tests/chat/company_set.py: a small company's documents as real
+md, txt, pdf, docx, xlsx and html files in three languages) and prints, per category, the turns whose answer
+is right (it contains the expected fact, cites the expected file first, on the expected page, quotes no
+heading or question line and no title), the right source cited first, and the off-topic questions refused;
+then every turn that went wrong.
+
     .venv/bin/python eval/bench_multiturn.py
 """
 
@@ -17,14 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "chat"))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests" / part) for part in ("chat", "")]
 
+import company_set  # noqa: E402
 from multiturn_set import CONVERSATIONS, DOCS, ask_conversations, hit_rates  # noqa: E402
 
 from rag_core import open_workbench  # noqa: E402
@@ -33,6 +41,7 @@ from rag_core.providers.calibration import cosine_scale  # noqa: E402
 
 console = Console()
 SITE = "eval:multiturn"
+COMPANY_SITE = "eval:company"
 
 
 def main() -> None:
@@ -71,6 +80,11 @@ def main() -> None:
                                  "seconds": time.perf_counter() - started, "records": records}
             finally:
                 turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = original, default
+        with tempfile.TemporaryDirectory() as folder:
+            company_set.ingest(wb, Path(folder), COMPANY_SITE)
+        started = time.perf_counter()
+        company = company_set.ask(wb, COMPANY_SITE, session_prefix="eval-company")
+        company_seconds = time.perf_counter() - started
 
     records = results["rule"]["records"]
     console.print(f"{len(CONVERSATIONS)} conversations, {len(records)} turns, embedder {embedder}; right source "
@@ -92,7 +106,29 @@ def main() -> None:
         if not r["hit"]:
             console.print(f"  miss: [{r['language']}] {r['message']!r} expected {r['expected']}, "
                           f"got {r['sources']} (retrieval query {r['retrieval_query']!r})", markup=False)
-    Path(args.output).write_text(json.dumps({"embedder": embedder, "results": results},
+    summary = company_set.summary(company)
+    console.print(f"\nCompany set: {len(company)} turns in {len(company_set.CONVERSATIONS)} conversations, "
+                  f"{company_seconds / len(company):.2f} s per turn:")
+    table = Table("category", "turns", "right", "contains the fact", "right source first", "refused")
+    for category, row in summary.items():
+        if category != "all":
+            table.add_row(category, str(row["turns"]), f"{row['right']} ({row['right'] / row['turns']:.0%})",
+                          str(row["contains"]), str(row["first"]), str(row["refused"]))
+    overall = summary["all"]
+    table.add_row("all", str(overall["turns"]), f"{overall['right']} ({overall['right'] / overall['turns']:.1%})",
+                  "", "", "")
+    console.print(table)
+    console.print(f"off-topic answered: {overall['off_topic_answered']}; answers quoting a heading or question line: "
+                  f"{overall['headings_quoted']}; starting with a title: {overall['title_prefixed']}; answerable "
+                  f"questions refused: {overall['answerable_refused']}")
+    for r in company:
+        if not r.right:
+            console.print(f"  wrong: [{r.turn.category}] {r.turn.message!r} expected {r.turn.source} "
+                          f"{list(r.turn.contains)}, got {r.answer!r} from {r.sources}", markup=False)
+    Path(args.output).write_text(json.dumps({"embedder": embedder, "results": results,
+                                             "company": {"summary": summary, "seconds_per_turn":
+                                                         company_seconds / len(company),
+                                                         "records": [r.to_dict() for r in company]}},
                                             ensure_ascii=False, indent=1), encoding="utf-8")
 
 

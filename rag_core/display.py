@@ -170,7 +170,8 @@ def turn_html(turn: "ChatTurn") -> str:
         if len(s.sites) > 1:  # a chat over every site: the same passage is held by each of these sites
             page += f" · sites: {', '.join(s.sites)}"
         spans = cited_spans(turn.answer, s.n, s.text)
-        parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {similarity_bar(s.similarity, f"{s.similarity_pct:.1f}%")}'
+        bar = similarity_bar(s.similarity_pct / 100, f"{s.similarity_pct:.1f}%")
+        parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {bar}'
                      f' <b>{esc(s.title)}</b> {source_link(s.path)}{esc(page)}'
                      f'<div style="{_QUOTE}">{marked_html(s.text, spans)}</div></div>')
     parts.append(f'<h4 style="margin:0.4rem 0">Answer</h4><div style="white-space:pre-wrap">{esc(turn.answer)}</div>'
@@ -182,10 +183,12 @@ def sources_frame(turn: "ChatTurn") -> "pd.DataFrame":
     """The sources of a chat turn, one row each."""
     import pandas as pd
 
-    return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "title": s.title, "source": s.path, "page": s.page,
-                          "start_char": s.start_char, "end_char": s.end_char, "text": s.text,
-                          "sites": ", ".join(s.sites or [s.site_id])} for s in turn.sources],
-                        columns=["n", "similarity", "title", "source", "page", "start_char", "end_char", "text", "sites"])
+    columns = ["n", "similarity", "similarity_pct", "title", "source", "page", "start_char", "end_char", "text",
+               "sites"]
+    return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "similarity_pct": s.similarity_pct, "title": s.title,
+                          "source": s.path, "page": s.page, "start_char": s.start_char, "end_char": s.end_char,
+                          "text": s.text, "sites": ", ".join(s.sites or [s.site_id])} for s in turn.sources],
+                        columns=columns)
 
 
 # ----- evaluation -----

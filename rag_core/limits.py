@@ -21,6 +21,10 @@ MAX_EMBED_INPUT_CHARS = 20_000
 
 # ----- request bodies (bytes) -----
 MAX_REQUEST_BYTES = 1_000_000    # every JSON body but a document's: room for a 100,000-character answer, escaped
+# A request to the Slack bot (an event or a slash command): Slack's own are a few KB; a 40,000-character
+# message escaped as JSON, twice (text and blocks), stays under it. Refused before the signature is checked.
+MAX_SLACK_BODY_BYTES = 1_000_000
+SLACK_BODY_TIMEOUT_SEC = 10.0    # to receive that body: Slack itself wants an answer within 3 seconds
 # A document's body: its text at up to four UTF-8 bytes a character, plus room for the other fields.
 MAX_DOCUMENT_REQUEST_BYTES = 4 * MAX_DOCUMENT_CHARS + 64_000
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -39,6 +40,14 @@ class RagSettings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "RAG_DATABASE_URL"),
         description="PostgreSQL server with pgvector; unset starts an embedded server in RAG_DATA_DIR.",
     )
+    database_read_url: CommaList = Field(
+        default_factory=list, validation_alias=AliasChoices("DATABASE_READ_URL", "RAG_DATABASE_READ_URL"),
+        description="Read replicas of the primary, comma-separated: searches, chat retrieval and listings go there; "
+                    "empty reads from the primary.")
+    replica_max_lag_sec: float = Field(
+        default=5.0, ge=0.0, le=3600.0, description="A replica further behind the primary than this gets no reads.")
+    replica_check_sec: float = Field(
+        default=2.0, gt=0.0, le=300.0, description="How often each replica's health and lag are checked.")
     data_dir: Path = Field(default_factory=default_data_dir, description="Embedded database and caches.")
     db_pool_size: int = Field(default=10, ge=1, le=200, description="Connections kept open per process.")
 
@@ -81,12 +90,14 @@ class RagSettings(BaseSettings):
     chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
     chat_similarity_floor: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="Chunks less similar to the question stay out of chat answers; unset uses the embedder's "
-                    "measured floor (rag_core/providers/calibration.py: 0.3 for use-multilingual, 0.82 for e5-small).")
+        description="A floor on a chunk's cosine to the question before chat reads its sentences; unset: the "
+                    "sentences alone decide (rag_core/chat/grounding.py; the search-side floor of the workflow "
+                    "context is then the embedder's, rag_core/providers/calibration.py).")
     chat_term_coverage: float = Field(
         default=0.5, ge=0.0, le=1.0,
-        description="A chunk below the floor still enters when it holds this share of the question's words; 0 turns it off.")
-    language: Literal["en", "ru", "ja"] = Field(default="en", description="Labels of rendered answers.")
+        description="A chunk below that floor still enters when it holds this share of the question's words; 0 turns it off.")
+    language: Literal["en", "ru", "ja"] = Field(
+        default="en", description="Labels of rendered answers when a message's own language (en, ru, ja) cannot be told.")
 
     # --- retention ---
     retention_days: int = Field(default=30, ge=1, le=3650)
@@ -115,6 +126,9 @@ class RagSettings(BaseSettings):
     api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")
     admin_api_key: str = Field(default="", description="Key for deletes and the retention cleanup; may use every site.")
     rate_limit: str = Field(default="120/minute", description="Requests per API key, e.g. 120/minute; off disables.")
+    ingest_char_limit: str = Field(
+        default="10000000/hour", description="Characters of documents one API key may send to POST /documents per "
+                                             "window (embedding costs CPU per character); off disables.")
     redis_url: str = Field(default="", description="redis://host:6379/0 shares rate limits and the search cache "
                                                    "between workers; empty keeps them in the process.")
 
@@ -148,6 +162,26 @@ class RagSettings(BaseSettings):
     eval_data: Path | None = Field(
         default=None, description="Folder of BEIR-layout evaluation sets, one sub-folder per set "
                                   "(`rag eval fetch` writes there); unset means RAG_DATA_DIR/eval-data.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _readable_database_url(cls, value: str | None) -> str | None:
+        from rag_core.db.database import URL_FORM, database_url_problem
+
+        problem = database_url_problem(value) if value else None
+        if problem:
+            raise ValueError(f"not a PostgreSQL URL: {problem}; write {URL_FORM}")
+        return value
+
+    @field_validator("database_read_url", mode="before")
+    @classmethod
+    def _split_read_urls(cls, value: object) -> object:
+        urls = [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
+        for url in urls if isinstance(urls, list) else []:
+            if not re.match(r"^postgres(ql)?(\+\w+)?://", str(url)):
+                raise ValueError("each URL must start with postgresql:// (comma-separated, e.g. "
+                                 "postgresql://user:pw@replica1:5432/rag,postgresql://user:pw@replica2:5432/rag)")
+        return urls
 
     @field_validator("allowed_domains", mode="before")
     @classmethod
@@ -214,7 +248,11 @@ def load_settings(**overrides: object) -> RagSettings:
             loc = err.get("loc") or ()
             name = str(loc[0]) if loc else ""
             var = name if name.isupper() else (f"RAG_{name.upper()}" if name else "settings")
-            if name == "database_url":
-                var = "DATABASE_URL"
+            if name.lower() in ("database_url", "rag_database_url"):  # its value may hold a password: never quoted
+                problems.append(f"DATABASE_URL: {str(err.get('msg')).removeprefix('Value error, ')}")
+                continue
+            if name.lower() == "database_read_url":  # likewise
+                problems.append(f"DATABASE_READ_URL: {err.get('msg')} (got a URL, not shown)")
+                continue
             problems.append(f"{var}: {err.get('msg')} (got {err.get('input')!r})")
         raise ConfigError("Invalid configuration: " + "; ".join(problems)) from None

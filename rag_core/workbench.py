@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, ParamSpec, Sequence, TypeVar, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
@@ -14,19 +16,21 @@ from rag_core.display import Records, SearchResults, StoreStatus, notebook_progr
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
+from rag_core.db.replicas import ReadRouter, ReplicaState
 from rag_core.errors import EmbedderMismatch, InvalidInput, NotFound
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
 from rag_core.ingest.types import Progress, TextRecord
 from rag_core.ingest.loaders import SUPPORTED_TYPES, unsupported_reason
-from rag_core.limits import MAX_DOCUMENT_CHARS, check_text_length
 from rag_core.ingest.pipeline import (
     IngestPipeline, IngestReport, ProgressCallback, SourceItem, SourceOutcome, discover_files, file_item,
     sha256, text_item, category_for,
 )
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.retrieval import retrieve_chunks
-from rag_core.security.ids import DEFAULT_SITE
+from rag_core.ingest.sample import PROJECT_ROOT, sample_corpus_paths
+from rag_core.security.documents import check_document
+from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
@@ -38,7 +42,7 @@ from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
 
 if TYPE_CHECKING:  # imported lazily at run time: each brings its own dependencies
-    from datetime import date, datetime, timedelta
+    from datetime import date, timedelta
 
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
@@ -61,6 +65,7 @@ log = logging.getLogger(__name__)
 
 CRAWL_ALLOWLIST_SETTING = "crawl_allowed_domains"  # app_settings row: domains an admin added in the app
 MAX_SESSION_TITLE_CHARS = 200
+SOURCE_LOCK_STRIPES = 64
 
 
 _NOTICES_LOGGED: set[str] = set()  # databases whose embedder notice this process has logged
@@ -72,13 +77,30 @@ def _adoption_notice(stored: str, default: str) -> str:
             "it and silence this.")
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _writes_sessions(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A method that writes chat sessions: the listings read after it (on a replica) show its write."""
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result = method(*args, **kwargs)
+        cast("Workbench", args[0]).reads.note_write()
+        return result
+    return wrapper
+
+
 class Workbench:
     """Ingestion, search, chat and evaluation over one PostgreSQL store."""
 
     def __init__(self, settings: RagSettings, db: Database, database_url: str, embedded: bool, *,
-                 embedder: BaseEmbedding | None = None) -> None:
+                 embedder: BaseEmbedding | None = None, reads: ReadRouter | None = None) -> None:
         """``embedder`` replaces the one the settings name (a model already loaded, a cached one);
         it must produce the vectors of ``settings.embedder``, whose name the store records.
+
+        ``db`` is the primary, which takes every write; ``reads`` is where searches, chat retrieval and
+        listings read (the read replicas of DATABASE_READ_URL); by default the primary too.
 
         With RAG_EMBEDDER left to its default, a store built with another embedder opens with that
         one (``embedder_notice`` says so and how to move the store over); a RAG_EMBEDDER set to
@@ -93,12 +115,16 @@ class Workbench:
             settings, embedder = adopted, None  # a model passed in is the default's, not the store's
         self.settings = settings
         self.db = db
+        self.reads = reads if reads is not None else ReadRouter(db)
         self.database_url = database_url
         self.embedded = embedded
         self.embedder_name = embedder_identity(settings)
         self._embedder: BaseEmbedding | None = embedder
         self._embedder_lock = threading.Lock()
         self._store_checked = False
+        # Ingests of one (site, source) in this process wait for each other, so the second finds the first's
+        # version and skips embedding it again (across processes the store's own check reports 'unchanged').
+        self._source_locks = [threading.Lock() for _ in range(SOURCE_LOCK_STRIPES)]
 
     # ----- models -----
     @property
@@ -140,6 +166,7 @@ class Workbench:
     def ingest_paths(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
                      site_id: str = DEFAULT_SITE, progress: ProgressCallback | None = None) -> IngestReport:
         """Ingest files and folders (recursively); unchanged files are skipped without embedding."""
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         files, problems = discover_files(paths, include, exclude)
         max_bytes = int(self.settings.max_file_mb * 1_000_000)
@@ -161,31 +188,38 @@ class Workbench:
                    if Path(p).expanduser().is_dir()]
         return [s for s in store.sources_under(self.db, site_id, folders) if not Path(s).exists()]
 
-    def ingest_sample_corpus(self, site_id: str = DEFAULT_SITE,
+    def ingest_sample_corpus(self, site_id: str = SAMPLE_SITE,
                              progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus of the document-store spec)."""
+        """Ingest the project's own README.md and docs/*.md (the first-run sample corpus) into the site
+        `sample`, which 'every site' leaves out: its passages never come back among a user's own sources."""
         paths = sample_corpus_paths()
         if not paths:
             raise NotFound(f"The sample corpus (README.md and docs/*.md) is not in {PROJECT_ROOT}; "
                            "run from a source checkout or ingest your own folder instead.")
         return self.ingest_paths(paths, site_id=site_id, progress=progress)
 
+    def remove_sample_corpus(self) -> DeletedCounts:
+        """Delete the sample corpus: every document of the site `sample`, with its chunks."""
+        docs, chunks = store.delete_site_documents(self.db, SAMPLE_SITE)
+        self._after_write()
+        return DeletedCounts(documents=docs, chunks=chunks)
+
     def ingest_text(self, source: str, text: str, *, site_id: str = DEFAULT_SITE, title: str | None = None,
                     file_type: str = "txt", metadata: dict[str, Any] | None = None) -> SourceOutcome:
         """Ingest raw text under a source name; the same source again replaces it."""
-        if not source or not source.strip():
-            raise InvalidInput("source is empty; give a file name or URL that identifies the text.")
+        check_document(site_id, source, text or "")
         if not text or not text.strip():
             raise InvalidInput(f"content of '{source}' is empty; send the document's full text.")
-        check_text_length(text, MAX_DOCUMENT_CHARS, "content")
-        check_label(source, "source")
         check_label(title, "title")
-        report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
+        with self._source_locks[hash((site_id, source.strip())) % SOURCE_LOCK_STRIPES]:
+            report = self._run([text_item(source.strip(), text, site_id, title, file_type, metadata)], None)
         return report.outcomes[0]
 
     def ingest_texts(self, records: Sequence[TextRecord], *, site_id: str,
                      progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest many texts (dicts with source, text and optional title, metadata) in one run."""
+        """Ingest many texts (dicts with source, text and optional title, metadata) in one run; a text the document
+        rules refuse (`security/documents.py`) is reported as failed, the others are stored."""
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         items = [text_item(r["source"], r["text"], site_id, r.get("title"), r.get("file_type", "txt"),
                            r.get("metadata")) for r in records if r.get("text", "").strip()]
@@ -195,6 +229,7 @@ class Workbench:
         """Ingest an uploaded file's bytes; its type comes from the name's suffix."""
         from rag_core.ingest.loaders import load_bytes
 
+        check_id(site_id, "site_id")
         suffix = Path(name).suffix.lower()
         if suffix not in SUPPORTED_TYPES:
             return SourceOutcome(source or name, "failed", site_id=site_id,
@@ -206,7 +241,8 @@ class Workbench:
         check_label(source, "source")
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
-                          metadata={"file_name": name, "uploaded": True})
+                          metadata={"file_name": name, "uploaded": True}, file_bytes=True,
+                          received_at=datetime.now(timezone.utc))
         return self._run([item], None).outcomes[0]
 
     # ----- web -----
@@ -271,6 +307,7 @@ class Workbench:
         """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
         from rag_core.ingest import web
 
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         with notebook_progress(progress, "fetching", unit="page") as progress:
             report = web.ingest_url(self.db, lambda: self.embedder, self._crawl_settings(), url, site_id=site_id,
@@ -283,6 +320,7 @@ class Workbench:
         """Ingest the pages linked from an index page (depth 1) whose URL matches the regex `pattern`."""
         from rag_core.ingest import web
 
+        check_id(site_id, "site_id")
         self._require_compatible_store()
         with notebook_progress(progress, "pages", unit="page") as progress:
             report = web.ingest_index(self.db, lambda: self.embedder, self._crawl_settings(), index_url, pattern,
@@ -300,7 +338,10 @@ class Workbench:
         return report
 
     def _after_write(self) -> None:
-        """Hook for caches that depend on the store's content (the search cache clears here)."""
+        """Hook for caches that depend on the store's content (the search cache clears here).
+
+        The reads that follow wait for a replica that has this write (none is cached before that)."""
+        self.reads.note_write()
         engine = self.__dict__.get("_search_engine")
         if engine is not None:
             engine.invalidate()
@@ -332,7 +373,7 @@ class Workbench:
     def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
         """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as `search`."""
         self._require_compatible_store()
-        return retrieve_chunks(self.db, self.embedder, query, k=k, site_id=site_id,
+        return retrieve_chunks(self.reads, self.embedder, query, k=k, site_id=site_id,
                                fusion=fusion_for(self.embedder_name))
 
     # ----- search -----
@@ -346,7 +387,7 @@ class Workbench:
             engine = self.__dict__.setdefault(
                 "_search_engine",
                 SearchEngine(self.db, self.settings, lambda: self.embedder, self._require_compatible_store,
-                             fusion=fusion_for(self.embedder_name)))
+                             fusion=fusion_for(self.embedder_name), reads=self.reads))
         return engine
 
     def search(self, query: str, mode: str = "hybrid", limit: int = 10, page: int = 1,
@@ -366,7 +407,7 @@ class Workbench:
             types: document types (pdf, docx, xlsx, txt, md, csv, html), a list or a comma list.
             date_from: first day (YYYY-MM-DD) of the documents' date, inclusive; date_to likewise.
             source: an absolute path or URL prefix, or any part of the source path.
-            site_id: one site; None searches every site except the evaluation sites ('eval:*').
+            site_id: one site; None searches every site except the evaluation sites ('eval:*') and the sample ('sample').
             max_chunks: context chunks per document (1-10).
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
@@ -394,19 +435,19 @@ class Workbench:
     def query_log(self, site_id: str | None = None, since: datetime | timedelta | str | None = None,
                   limit: int = 1000) -> Records[LoggedSearch]:
         """The latest searches, newest first (query, mode, results, ms, error code, cache, when, who);
-        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites when site_id is None."""
+        `.to_pandas()` makes a DataFrame of them. Every site but the evaluation sites and the sample when site_id is None."""
         from rag_core.search.querylog import recent_searches
 
         if not 1 <= int(limit) <= 100_000:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 100000 searches.")
-        return Records(recent_searches(self.db, site_id=site_id, since=parse_since(since), limit=int(limit)))
+        return Records(recent_searches(self.reads, site_id=site_id, since=parse_since(since), limit=int(limit)))
 
     def search_latency_histogram(self, site_id: str | None = None,
                                  since: datetime | timedelta | str | None = None) -> LatencyHistogram:
         """Successful searches per latency bucket (ms), with p50 and p95, from the query log."""
         from rag_core.search.querylog import latency_histogram
 
-        return latency_histogram(self.db, site_id=site_id, since=parse_since(since))
+        return latency_histogram(self.reads, site_id=site_id, since=parse_since(since))
 
     # ----- LlamaIndex -----
     def as_retriever(self, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
@@ -455,6 +496,7 @@ class Workbench:
             llm = self._llm = build_llm(self.settings, lambda: self.embedder)
         return llm
 
+    @_writes_sessions
     def chat(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
              user_id: str | None = None, resource_name: str | None = None,
              on_token: Callable[[str], None] | None = None, language: str | None = None) -> ChatTurn:
@@ -472,6 +514,7 @@ class Workbench:
         return run_turn(self, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                         resource_name=resource_name, on_token=on_token, language=language)
 
+    @_writes_sessions
     def chat_prepare(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
                      user_id: str | None = None, resource_name: str | None = None) -> PreparedTurn:
         """A turn for a client that answers with its own model: stores the message, returns history,
@@ -489,6 +532,7 @@ class Workbench:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 1000 messages.")
         return sessions.history(self.db, session_id, int(limit))
 
+    @_writes_sessions
     def chat_append(self, session_id: str, role: str, content: str,
                     sources: list[dict[str, Any]] | None = None) -> ChatMessage:
         """Store one message in a session (created on first use); role is user, assistant or system."""
@@ -497,12 +541,14 @@ class Workbench:
         return sessions.append_message(self.db, sessions.check_chat_session_id(session_id), role, content,
                                        sources=sources)
 
+    @_writes_sessions
     def chat_reset(self, session_id: str) -> SessionsDeleted:
         """Forget a session: delete it and its messages."""
         from rag_core.chat import sessions
 
         return sessions.reset(self.db, session_id)
 
+    @_writes_sessions
     def rename_session(self, session_id: str, title: str) -> ChatSession:
         """Give a conversation a new title; returns the session (NotFound when there is none)."""
         from rag_core.chat import sessions
@@ -532,7 +578,7 @@ class Workbench:
         """Chat sessions, most recently active first, with message counts."""
         from rag_core.chat import sessions
 
-        return sessions.list_sessions(self.db, site_id, user_id, limit)
+        return sessions.list_sessions(self.reads, site_id, user_id, limit)
 
     def get_session(self, session_id: str) -> ChatSession | None:
         """One chat session (id, site_id, user_id, title, created_at, updated_at), or None."""
@@ -540,6 +586,7 @@ class Workbench:
 
         return sessions.get_session(self.db, session_id)
 
+    @_writes_sessions
     def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> ChatMessage:
         """Store an external workflow's message (role 'user' or 'ai') for one user on one site."""
         from rag_core.chat import sessions
@@ -601,6 +648,7 @@ class Workbench:
 
         return instructions.delete_instruction(self.db, site_id, resource_name, version)
 
+    @_writes_sessions
     def purge_chat_history(self, older_than: timedelta | None = None, dry_run: bool = False,
                            triggered_by: str = "manual") -> PurgeSummary:
         """Delete chat messages older than the policy (RAG_RETENTION_DAYS) and sessions left empty; audited."""
@@ -618,42 +666,55 @@ class Workbench:
         return retention.retention_status(self.db, self.settings.retention_days, self.settings.retention_time)
 
     # ----- a user's own judged queries -----
+    def _stored_sources(self, site_id: str) -> Callable[[list[str]], set[str]]:
+        """Which of some sources the site stores (judgements name sources that may since have been deleted)."""
+        def stored(candidates: list[str]) -> set[str]:
+            return store.stored_sources(self.db, site_id, candidates)
+
+        return stored
+
     def judged_queries(self, site_id: str = DEFAULT_SITE) -> JudgedSet:
-        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout."""
+        """The site's judged queries (marked on the Search page or uploaded), kept in BEIR layout; each lists
+        the relevant sources deleted from the site since (`deleted`)."""
         from rag_core.evaluation import judged
 
-        return judged.judged_set(self.settings.data_dir, site_id)
+        return judged.judged_set(self.settings.data_dir, site_id, self._stored_sources(site_id))
 
     def mark_relevant(self, query: str, source: str, site_id: str = DEFAULT_SITE, title: str = "",
                       relevant: bool = True) -> JudgedSet:
         """Judge a search hit: `source` answers `query` (relevant=False withdraws the judgement)."""
         from rag_core.evaluation import judged
 
-        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant)
+        return judged.mark_relevant(self.settings.data_dir, site_id, query, source, title, relevant,
+                                    stored=self._stored_sources(site_id))
 
     def import_judged_queries(self, queries: bytes, qrels: bytes, site_id: str = DEFAULT_SITE) -> JudgedSet:
         """Add a queries file (BEIR queries.jsonl, or id<TAB>text) and a qrels.tsv whose corpus ids are the
         site's stored sources to the site's judged set."""
         from rag_core.evaluation import judged
 
-        def known(candidates: list[str]) -> set[str]:
-            with self.db.connection() as conn:
-                rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
-                                    (site_id, candidates)).fetchall()
-            return {r[0] for r in rows}
-
-        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, known)
+        return judged.import_judged(self.settings.data_dir, site_id, queries, qrels, self._stored_sources(site_id))
 
     def evaluate_judged(self, site_id: str = DEFAULT_SITE, mode: str = "hybrid", k: int = 5,
                         progress: Callable[[int, int], None] | None = None) -> SavedEvaluation:
         """Score the site's judged queries against its stored documents with the evaluation runner; the
-        result (the JSON of `rag eval`, per query included) is kept for the Analytics page."""
+        result (the JSON of `rag eval`, per query included) is kept for the Analytics page.
+
+        A relevant source deleted from the site since it was judged is no miss of search: a query is scored
+        on its relevant sources still stored, one with none left is not scored, and both are listed under
+        `deleted_judgements`."""
         from rag_core.evaluation import judged
         from rag_core.evaluation.runner import evaluate_dataset
 
-        ds = judged.load_judged(self.settings.data_dir, site_id)
+        ds, deleted = judged.without_deleted(judged.load_judged(self.settings.data_dir, site_id),
+                                             self._stored_sources(site_id))
+        if not ds.judged_queries:
+            raise InvalidInput(f"Every judged query of site '{site_id}' names only sources deleted from the site "
+                               f"since ({', '.join(sorted({d for j in deleted for d in j['deleted']})[:3])}); "
+                               "ingest them again or judge hits of the stored documents on the Search page.")
         result = evaluate_dataset(self, ds, mode=mode, k=k, query_progress=progress, site_id=site_id)
-        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})"}
+        data = {**result.to_dict(per_query=True), "dataset": f"your judged queries ({site_id})",
+                "deleted_judgements": deleted}
         judged.save_result(self.settings.data_dir, site_id, data)
         return data
 
@@ -709,9 +770,8 @@ class Workbench:
 
     def enqueue_texts(self, texts: Sequence[TextRecord], site_id: str = DEFAULT_SITE) -> int:
         """Queue texts (source, text, optional title and metadata) for ingestion as one job."""
-        for record in texts:
-            check_text_length(record.get("text", ""), MAX_DOCUMENT_CHARS, "content")
-            check_label(record.get("source"), "source")
+        for record in texts:  # refused now, with the rules every stored document meets, not in the worker
+            check_document(site_id, record.get("source"), record.get("text", ""))
         return self._enqueue("texts", site_id, {"texts": [dict(t) for t in texts], "site_id": site_id})
 
     def enqueue_crawl(self, index_url: str, pattern: str = "", site_id: str = DEFAULT_SITE) -> int:
@@ -778,6 +838,10 @@ class Workbench:
             queue.stop_in_process()
 
     # ----- status -----
+    def read_replicas(self) -> list[ReplicaState]:
+        """Each read replica (DATABASE_READ_URL) as its last check saw it: ok, lagging or down, with the lag."""
+        return self.reads.states()
+
     def check_database(self) -> str:
         """'ok' when the database answers a query; DatabaseError at once while it is down or restarting."""
         return self.db.ping()
@@ -794,7 +858,7 @@ class Workbench:
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
         """Stored documents, newest first."""
-        return Records(store.list_documents(self.db, site_id, limit, offset))
+        return Records(store.list_documents(self.reads, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
@@ -839,13 +903,14 @@ class Workbench:
         same_model = settings.embedder == self.settings.embedder and settings.embed_model == self.settings.embed_model
         # the model loads once
         return Workbench(settings, self.db, self.database_url, self.embedded,
-                         embedder=self.embedder if same_model else None)
+                         embedder=self.embedder if same_model else None, reads=self.reads)
 
     def close(self) -> None:
-        """Release the connection pool (the embedded server stops when the last process exits)."""
+        """Release the connection pools (the embedded server stops when the last process exits)."""
         queue = self.__dict__.get("_job_queue")
         if queue is not None:
             queue.close()
+        self.reads.close()
         self.db.close()
 
     def __enter__(self) -> "Workbench":
@@ -853,16 +918,6 @@ class Workbench:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# The source checkout's root: its README.md and docs/ are the first-run sample corpus.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
-
-def sample_corpus_paths(root: Path = PROJECT_ROOT) -> list[Path]:
-    """README.md and docs/*.md of the project (what the app's first-run button ingests)."""
-    paths = [root / "README.md"] if (root / "README.md").is_file() else []
-    return paths + sorted((root / "docs").glob("*.md"))
 
 
 def resolve_database(settings: RagSettings) -> tuple[str, bool]:
@@ -909,4 +964,6 @@ def open_workbench(settings: RagSettings | None = None, *, embedder: BaseEmbeddi
             return embedded_server_running(settings.data_dir)
     db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
     vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
-    return Workbench(settings, db, url, embedded, embedder=embedder)
+    reads = ReadRouter(db, settings.database_read_url, max_lag_sec=settings.replica_max_lag_sec,
+                       check_every_sec=settings.replica_check_sec, pool_size=settings.db_pool_size)
+    return Workbench(settings, db, url, embedded, embedder=embedder, reads=reads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import html
 import re
 from dataclasses import replace
@@ -70,12 +72,15 @@ def test_chat_turn_renders_sources_with_similarity_bars_marked_quotes_then_the_a
     # The extractive answer quotes a sentence of its first source: that sentence is marked there.
     marked = re.findall(r"<mark[^>]*>(.*?)</mark>", page)
     assert any("three units of heat" in m for m in marked), page
-    # The markdown is the spec's text, with the title's tags shown as text: Jupyter renders raw HTML in markdown.
-    assert "<script>" in turn.rendered
-    assert turn._repr_markdown_() == turn.rendered.replace("<script>", "&lt;script>").replace("</script>", "&lt;/script>")
+    # The title (it holds a <script>) stands in the Sources, not before the quote.
+    assert "Heat pumps" not in turn.answer and "<script>" not in turn.rendered
+    # The markdown is the spec's text, with tags shown as text: Jupyter renders raw HTML in markdown.
+    tagged = dataclasses.replace(turn, rendered=turn.rendered + "<script>alert(1)</script>")
+    assert tagged._repr_markdown_() == turn.rendered + "&lt;script>alert(1)&lt;/script>"
     frame = turn.to_pandas()
-    assert list(frame.columns) == ["n", "similarity", "title", "source", "page", "start_char", "end_char", "text",
-                                   "sites"]
+    assert list(frame.columns) == ["n", "similarity", "similarity_pct", "title", "source", "page", "start_char",
+                                   "end_char", "text", "sites"]
+    assert list(frame["similarity_pct"]) == [s.similarity_pct for s in turn.sources]
     assert len(frame) == len(turn.sources) and set(frame["sites"]) == {filled}
     assert "sites:" not in page  # one site: nothing to say
 

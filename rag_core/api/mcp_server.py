@@ -171,7 +171,7 @@ Message = Annotated[str, _hint(f"The user's message (up to {MAX_MESSAGE_CHARS} c
 Query = Annotated[str, _hint("What to look for, in natural language.", minLength=1, maxLength=MAX_QUERY_CHARS)]
 Mode = Annotated[str, _hint("hybrid (full text + vectors), semantic (vectors) or fulltext.", enum=list(MODES))]
 # Ids follow the one pattern of rag_core.security.ids (published in the schema), used exactly as given.
-SiteId = Annotated[str | None, Field(description="Only this site (tenant); omitted: every site except 'eval:*'.",
+SiteId = Annotated[str | None, Field(description="Only this site (tenant); omitted: every site except 'eval:*' and 'sample'.",
                                      json_schema_extra={"pattern": ID_PATTERN}), AfterValidator(valid_id)]
 SessionId = Annotated[str, Field(description="Conversation id: letters, digits and _ . : @ | + = ~ -, no spaces; "
                                              "the same id continues the conversation.",

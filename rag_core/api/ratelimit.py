@@ -8,7 +8,7 @@ import time
 
 from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage, Storage, storage_from_string
-from limits.strategies import MovingWindowRateLimiter
+from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 
 from rag_core.errors import ConfigError, RateLimited
 
@@ -17,14 +17,14 @@ log = logging.getLogger(__name__)
 DISABLED = ("", "0", "off", "none")
 
 
-def parse_rate_limit(spec: str) -> RateLimitItem | None:
+def parse_rate_limit(spec: str, variable: str = "RAG_RATE_LIMIT") -> RateLimitItem | None:
     """RAG_RATE_LIMIT (`120/minute`, `10/second`, `1000 per hour`) as a limit; off/0/empty disables it."""
     if (spec or "").strip().lower() in DISABLED:
         return None
     try:
         return parse(spec.strip())
     except ValueError:
-        raise ConfigError(f"RAG_RATE_LIMIT: '{spec}' is not a rate; write e.g. 120/minute, 10/second or "
+        raise ConfigError(f"{variable}: '{spec}' is not a rate; write e.g. 120/minute, 10/second or "
                           "1000/hour (off disables limiting).") from None
 
 
@@ -52,25 +52,32 @@ def _safe_url(url: str) -> str:
 
 
 class RateLimiter:
-    """A moving window per caller identity; `hit` raises RateLimited with the seconds to wait."""
+    """A moving window per caller identity; `hit` raises RateLimited with the seconds to wait.
 
-    def __init__(self, spec: str, redis_url: str = "") -> None:
+    With `counted` other than requests (the characters of documents, each hit costing many), the window is
+    a sliding counter: a moving window keeps one entry per unit counted.
+    """
+
+    def __init__(self, spec: str, redis_url: str = "", *, variable: str = "RAG_RATE_LIMIT",
+                 counted: str = "requests") -> None:
         self.spec = spec
-        self.item = parse_rate_limit(spec)
+        self.counted = counted
+        self.item = parse_rate_limit(spec, variable)
         self.shared = bool(redis_url)
         self.storage: Storage = redis_storage(redis_url) if redis_url else MemoryStorage()
-        self.limiter = MovingWindowRateLimiter(self.storage)
+        self.limiter = (MovingWindowRateLimiter(self.storage) if counted == "requests"
+                        else SlidingWindowCounterRateLimiter(self.storage))
         self._warned_at = 0.0
 
-    def hit(self, identity: str) -> None:
-        """Count one request of `identity`; over the limit raises RateLimited (HTTP 429, Retry-After)."""
+    def hit(self, identity: str, cost: int = 1) -> None:
+        """Count `cost` (one request) of `identity`; over the limit raises RateLimited (HTTP 429, Retry-After)."""
         if self.item is None:
             return
         try:
-            allowed = self.limiter.hit(self.item, "rag", identity)
+            allowed = self.limiter.hit(self.item, "rag", self.counted, identity, cost=max(1, cost))
             if allowed:
                 return
-            reset_time, _ = self.limiter.get_window_stats(self.item, "rag", identity)
+            reset_time, _ = self.limiter.get_window_stats(self.item, "rag", self.counted, identity)
         except Exception as exc:  # noqa: BLE001 - a Redis outage must not take the service down with it
             # Fail open: searches keep working while Redis is away; say so once a minute.
             if time.monotonic() - self._warned_at > 60:
@@ -79,7 +86,7 @@ class RateLimiter:
                             type(exc).__name__)
             return
         retry_after = max(1, math.ceil(reset_time - time.time()))
-        raise RateLimited(f"Too many requests: the limit is {self.spec} per API key; retry in {retry_after} s.",
+        raise RateLimited(f"Too many {self.counted}: the limit is {self.spec} per API key; retry in {retry_after} s.",
                           details={"limit": self.spec, "retry_after": retry_after})
 
     def reset(self) -> None:

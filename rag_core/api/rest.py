@@ -37,9 +37,9 @@ from rag_core.api.service_logging import configure_logging
 from rag_core.chat.sessions import ChatSession
 from rag_core.jobs.records import JobInfo
 from rag_core.errors import (
-    CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
+    ConfigError, CrawlRefused, DatabaseError, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
-from rag_core.limits import MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
+from rag_core.limits import MAX_DOCUMENT_CHARS, MAX_DOCUMENT_REQUEST_BYTES, MAX_ID_CHARS, MAX_REQUEST_BYTES
 from rag_core.security.ids import DEFAULT_SITE, valid_id
 from rag_core.security.text import text_problem
 from rag_core.workbench import Workbench
@@ -232,6 +232,16 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(err.to_dict(), status_code=err.status)
 
 
+def document_char_budget(settings: RagSettings) -> RateLimiter:
+    """RAG_INGEST_CHAR_LIMIT as a per-key budget; one that cannot hold a document at the cap is a ConfigError."""
+    budget = RateLimiter(settings.ingest_char_limit, settings.redis_url, variable="RAG_INGEST_CHAR_LIMIT",
+                         counted="characters of documents")
+    if budget.item is not None and budget.item.amount < MAX_DOCUMENT_CHARS:
+        raise ConfigError(f"RAG_INGEST_CHAR_LIMIT: '{settings.ingest_char_limit}' is less than one document may hold "
+                          f"({MAX_DOCUMENT_CHARS} characters); write e.g. 10000000/hour, or off.")
+    return budget
+
+
 def body_limit(method: str, path: str) -> int:
     """The largest body a request may send: documents have their own limit, sized for MAX_DOCUMENT_CHARS."""
     return MAX_DOCUMENT_REQUEST_BYTES if (method, path) == ("POST", "/documents") else MAX_REQUEST_BYTES
@@ -381,6 +391,7 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
     settings = settings or (workbench.settings if workbench is not None else load_settings())
     keys = KeyRing.from_settings(settings.api_keys, settings.admin_api_key)
     limiter = RateLimiter(settings.rate_limit, settings.redis_url)
+    ingest_budget = document_char_budget(settings)
     parse_purge_time(settings.retention_time)  # a bad time stops the start, not the first purge
     owned = workbench is None
     if workbench is None:
@@ -416,6 +427,7 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
     app.state.workbench = workbench
     app.state.keys = keys
     app.state.limiter = limiter
+    app.state.ingest_budget = ingest_budget
     app.state.settings = settings
     app.add_middleware(_RequestGuard)  # body limits, and unexpected errors answered without dropping the connection
     _install_error_handlers(app)
@@ -538,12 +550,16 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
               responses={200: {"model": s.DocumentOut, "description": "The source existed: replaced or unchanged"},
                          422: {"model": s.ErrorResponse, "description": "The text could not be indexed"},
                          **_QUEUED})
-    def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep, background: Background = False) -> Any:
+    def add_document(body: s.DocumentIn, caller: Caller, wb: WorkbenchDep, request: Request,
+                     background: Background = False) -> Any:
         """Chunk, embed and store a document; the same source again replaces it (201 new, 200 replaced).
 
         With `?background=true`: 202 and the job id at once; GET /jobs/{job_id} follows it.
         """
         caller.require_site(body.site_id)
+        # Embedding costs CPU per character: each key has its budget of characters (RAG_INGEST_CHAR_LIMIT).
+        request.app.state.ingest_budget.hit(_client(request) if request.app.state.keys.open else caller.identity,
+                                            cost=len(body.content))
         if background:
             return _queued(wb.enqueue_texts([{"source": body.source, "text": body.content, "title": body.title}],
                                             site_id=body.site_id))

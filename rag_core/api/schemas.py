@@ -193,7 +193,7 @@ class SearchIn(Body):
                             json_schema_extra={"minimum": 1, "maximum": 10})
     search_mode: str = Field(default="hybrid", json_schema_extra={"enum": ["semantic", "fulltext", "hybrid"]})
     site_id: Id | None = Field(default=None, description="One site (default: the key's only site; for an "
-                                                         "all-sites key every site except eval:*).")
+                                                         "all-sites key every site except eval:* and sample).")
     user_id: Id | None = Field(default=None, description="Written to the query log.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{

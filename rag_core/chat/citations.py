@@ -30,11 +30,15 @@ class Source:
 
     @classmethod
     def from_hit(cls, n: int, hit: ChunkHit, scale: CosineScale | None = None,
-                 sites: Sequence[str] | None = None) -> "Source":
+                 sites: Sequence[str] | None = None, relevance: float | None = None) -> "Source":
+        """A source from a hit; `relevance` (0..1) when the caller read it already (chat: its best sentence),
+        else the hit's cosine read through the scale."""
+        if relevance is None and scale is not None and not scale.is_identity:
+            relevance = scale.relevance(float(hit.similarity))
         return cls(n=n, path=hit.source, title=hit.title or "", similarity=float(hit.similarity),
                    page=hit.page_number, chunk_id=int(hit.chunk_id), document_id=int(hit.document_id),
                    start_char=int(hit.start_char), end_char=int(hit.end_char), text=hit.text, site_id=hit.site_id,
-                   relevance=scale.relevance(float(hit.similarity)) if scale and not scale.is_identity else None,
+                   relevance=None if relevance is None else round(float(relevance), 4),
                    sites=list(sites or [hit.site_id]))
 
     @property

@@ -132,18 +132,23 @@ def with_repeats(hits: Sequence[ChunkHit], k: int) -> list[ChunkHit]:
     return [h for h in hits if passage_key(h) in keys]
 
 
+def chunk_coverage(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> dict[int, float]:
+    """The share of the query's content words each hit holds (only when the setting asks for it)."""
+    if wb.settings.chat_term_coverage <= 0:
+        return {}
+    from rag_core.search.hybrid import term_coverage
+
+    return term_coverage(wb.reads, content_terms(query), hits)
+
+
 def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
-    """The hits chat may answer from, most similar first, within the context byte budget.
+    """The hits a workflow's model may read (retrieve_context), most similar first, within the context byte budget.
 
     `ratio` leaves out hits below that share of the best one's similarity (0 keeps them all).
     """
     settings = wb.settings
     floor = chat_floor(settings)  # per embedder: their cosines spread differently
-    coverage: dict[int, float] = {}
-    if settings.chat_term_coverage > 0 and any(h.similarity < floor for h in hits):
-        from rag_core.search.hybrid import term_coverage
-
-        coverage = term_coverage(wb.db, content_terms(query), hits)
+    coverage = chunk_coverage(wb, query, hits) if any(h.similarity < floor for h in hits) else {}
     kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
     return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 

@@ -19,11 +19,13 @@ from rag_core.providers.calibration import IDENTITY
 _CJK_CLASS = r"\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _TERM = re.compile(rf"[{_CJK_CLASS}]+|[^\W\d_]+|\d+", re.UNICODE)
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]")
+_HIRAGANA_ONLY = re.compile(r"[\u3040-\u309F]+")
 _STOPWORDS = frozenset(
     "the a an of in on at to for and or is are was were be been by with from as that this these those it its "
-    "what which who whom whose where when why how do does did can could would should will not no yes".split()
+    "what which who whom whose where when why how do does did can could would should will not no yes "
+    "i me my we us our you your he him his she her they them their there".split()
     + "и в во на не что это как где когда кто какой какая какие ли по из за для от до или а но же бы то "
-      "его её их с со к у о об при".split()
+      "его её их с со к у о об при я мне меня мой моя мои мы нам нас наш вы вам вас ваш можно нужно".split()
 )
 # Sentences shorter than this carry too little to answer anything.
 MIN_SENTENCE_CHARS = 6
@@ -34,6 +36,15 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?=\S)")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+# A line of =, -, _ or * only: a setext underline or a rule.
+_UNDERLINE = re.compile(r"^\s*([=\-_*~])\1{2,}\s*$")
+# The labels of an FAQ's pairs: the question line is context, the answer line is quoted without its label.
+_QUESTION_LABEL = re.compile(r"^\s*(?:Q\d*\s*[.:：)]|(?:Question|Вопрос|В|問|質問)\s*[:：])\s*(?=\S)", re.IGNORECASE)
+_ANSWER_LABEL = re.compile(r"^\s*(?:A\d*\s*[.:：)]|(?:Answer|Ответ|О|答|回答)\s*[:：])\s*(?=\S)", re.IGNORECASE)
+# A spreadsheet row as the loaders write it: "Column: value; Column: value" (two pairs at least).
+_SHEET_ROW = re.compile(r"^[^:;\n]{1,80}:\s[^;\n]*(?:;\s[^:;\n]{1,80}:\s[^;\n]*)+$")
+_KEY_VALUE = re.compile(r"\S[:：]\s*\S")
+_SENTENCE_END = (".", "!", "?", "。", "！", "？", "…", ":", "：", ";", ")", "»", "”", "」")
 # Markdown at the edges of a unit that is no part of what it says.
 _EDGE_DEBRIS = " \t>|"
 # In a follow-up, the earlier topic's words together weigh at most this share of the message's own
@@ -54,10 +65,25 @@ ANSWERS_DENSE = IDENTITY.answers_dense  # 0.45, where a cosine is read as it is
 class Sentence:
     passage: int          # the reference number [n]
     position: int         # order inside its passage
-    text: str
+    text: str             # what is quoted, exactly as the passage has it
     score: float = 0.0
-    lexical: float = 0.0
-    dense: float = 0.0
+    lexical: float = 0.0  # share of the question's term weight found in the unit and its context
+    dense: float = 0.0    # closeness in meaning to the question (read on the embedder's scale)
+    context: str = ""     # the heading and FAQ question the unit stands under
+    own_lexical: float = 0.0  # the same share, of the message's own terms alone (a follow-up's are folded in)
+    cosine: float = 0.0   # the raw cosine behind `dense`
+    own_cosine: float = 0.0  # the raw cosine to the message alone
+    answers: bool | None = None  # whether it answers the message (rag_core.chat.grounding); None: not judged
+    topic_factor: float = 1.0  # OFF_TOPIC when it leaves a follow-up's topic (`_off_topic`)
+
+    def rescore(self) -> None:
+        """The score from the parts: shared terms, closeness in meaning, and a tie-breaker for earlier passages."""
+        self.score = (self.lexical + 0.5 * self.dense + 0.02 / self.passage) * self.topic_factor
+
+    @property
+    def scored_text(self) -> str:
+        """The unit as it is matched: under its heading and question, which say what it is about."""
+        return f"{self.context}\n{self.text}" if self.context else self.text
 
 
 def _is_table_row(line: str) -> bool:
@@ -80,19 +106,26 @@ def _join_lines(lines: list[str]) -> str:
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
-    """(kind, text) blocks of a passage: paragraph, item (a list item) or code (a fenced block).
+    """(kind, text) blocks of a passage: paragraph, item (a list item), code (a fenced block), heading,
+    question (the question line of a Q/A pair) or row (a spreadsheet row, "Column: value; Column: value").
 
-    Table rows, table rules and images are left out: a row quoted out of its table reads as debris.
-    A heading is a paragraph of its own, without its #.
+    Markdown table rows and rules, images and underlines (`=====`) are left out. A heading (`#`, a setext title,
+    a short line standing alone without a sentence's end) is kept as the context of what follows it.
     """
     blocks: list[tuple[str, str]] = []
     paragraph: list[str] = []
     item: list[str] = []
 
+    answer = False  # the paragraph is an FAQ's labelled answer: never a heading, however short
+
     def flush() -> None:
+        nonlocal answer
         if paragraph:
-            blocks.append(("paragraph", _join_lines(paragraph)))
+            joined = _join_lines(paragraph)
+            heading = len(paragraph) == 1 and not answer and is_heading_line(joined)
+            blocks.append(("heading" if heading else "paragraph", joined))
             paragraph.clear()
+        answer = False
         if item:
             blocks.append(("item", _join_lines(item)))
             item.clear()
@@ -113,11 +146,26 @@ def _blocks(text: str) -> list[tuple[str, str]]:
             if len(body) > 1:  # a fence cut off by the chunk's end is closed here
                 blocks.append(("code", "\n".join([*body, fence.group(1)])))
             continue
-        if not line.strip() or _is_table_row(line):
+        if _UNDERLINE.match(line):
+            # A setext underline makes the line above it a heading; a lone rule is decoration.
+            if len(paragraph) == 1:
+                blocks.append(("heading", paragraph.pop().strip()))
             flush()
-        elif _HEADING.match(line):  # a heading stands alone: "How to delete a document: run `rag delete`"
+        elif not line.strip() or _is_table_row(line):
             flush()
-            blocks.append(("paragraph", line.strip().lstrip("#").strip()))
+        elif _HEADING.match(line):
+            flush()
+            blocks.append(("heading", line.strip().lstrip("#").strip()))
+        elif _QUESTION_LABEL.match(line):
+            flush()
+            blocks.append(("question", _QUESTION_LABEL.sub("", line, count=1).strip()))
+        elif _ANSWER_LABEL.match(line):
+            flush()
+            paragraph.append(_ANSWER_LABEL.sub("", line, count=1))
+            answer = True
+        elif _SHEET_ROW.match(line.strip()):
+            flush()
+            blocks.append(("row", line.strip()))
         elif _LIST_ITEM.match(line):
             flush()
             item.append(_LIST_ITEM.sub("", line, count=1))
@@ -131,6 +179,28 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def is_heading_line(text: str) -> bool:
+    """A line that names a topic rather than saying something: short, no sentence end, no "key: value"."""
+    text = text.strip()
+    if not text or text.endswith(_SENTENCE_END) or _KEY_VALUE.search(text):
+        return False
+    if _CJK_RUN.search(text):
+        return len(text) <= 40
+    return len(text.split()) <= 12 and len(text) <= 100
+
+
+def is_question(text: str) -> bool:
+    """A unit that asks rather than answers: it ends with a question mark."""
+    return text.rstrip(" \t\"'»”)」").endswith(("?", "？"))
+
+
+def _is_label(text: str) -> bool:
+    """A unit too short to say anything ("IT setup.", "Сроки."): a label of what follows, not an answer."""
+    if _CJK_RUN.search(text) or any(ch.isdigit() for ch in text) or text.endswith(_LEAD_IN_END):
+        return False  # a lead-in ("Options:") is quoted with what it introduces
+    return len(_TERM.findall(text)) <= 2
+
+
 def _outside_code(parts: list[str]) -> list[str]:
     """Sentences joined again where a cut fell inside an inline `code span` (odd backticks before it)."""
     out: list[str] = []
@@ -142,31 +212,73 @@ def _outside_code(parts: list[str]) -> list[str]:
     return out
 
 
-def split_sentences(text: str) -> list[str]:
-    """Answer units of a passage: whole sentences, whole list items and whole code blocks, trimmed.
+@dataclass
+class Unit:
+    """A piece of a passage: quotable (a sentence, list item, code block or table row) or context only
+    (a heading or title, a question line); `context` is the heading and question it stands under."""
+
+    text: str
+    kind: str
+    context: str = ""
+
+    @property
+    def quotable(self) -> bool:
+        return self.kind not in ("heading", "question")
+
+
+def answer_units(text: str) -> list[Unit]:
+    """Every unit of a passage in order, each with the heading (and the FAQ question) it answers under.
 
     Sentences are cut by the chunker's rules (never inside "3.14", "e.g.", a URL's "?" or an inline
     code span); a unit ending in ":" is joined to what it introduces, or left out when nothing
-    follows it in the passage. Very short fragments are dropped.
+    follows it in the passage. Headings, titles, labels and question lines are never quoted: they are
+    the context of the units below them. Very short fragments are dropped.
     """
     from rag_core.ingest.chunking import split_sentences as paragraph_sentences
 
-    units: list[str] = []
+    units: list[Unit] = []
+    heading = question = ""
     listing = False  # the last unit is a lead-in with its list: further items belong to it
+
+    def context() -> str:
+        return question or heading  # an FAQ's question says what its answer is about better than the page title
+
     for kind, body in _blocks(text):
+        if kind in ("heading", "question"):
+            if kind == "heading":
+                heading, question = body, ""
+            else:
+                question = body
+            units.append(Unit(body, kind, heading if kind == "question" else ""))
+            listing = False
+            continue
         parts = _outside_code(paragraph_sentences(body)) if kind == "paragraph" else [body]
         for part in parts:
             part = part if kind == "code" else part.strip(_EDGE_DEBRIS)
-            if units and (units[-1].endswith(_LEAD_IN_END) or (listing and kind == "item")):
+            last = units[-1] if units else None
+            if last and last.quotable and (last.text.endswith(_LEAD_IN_END) or (listing and kind == "item")):
                 joint = " " if kind == "paragraph" else "\n- " if kind == "item" else "\n"
-                units[-1] = f"{units[-1]}{joint}{part}"
+                last.text = f"{last.text}{joint}{part}"
                 listing = kind == "item"
+                continue
+            listing = False
+            if kind == "paragraph" and is_question(part):
+                units.append(Unit(part, "question", heading))
+                question = part
+            elif kind == "paragraph" and _is_label(part):
+                units.append(Unit(part, "heading"))
+                heading, question = part, ""
             else:
-                units.append(part)
-                listing = False
-    if units and units[-1].endswith(_LEAD_IN_END):
+                units.append(Unit(part, kind, context()))
+    if units and units[-1].quotable and units[-1].text.endswith(_LEAD_IN_END):
         units.pop()
-    return [u for u in units if len(u) >= MIN_SENTENCE_CHARS and not u.startswith(("```", "~~~"))]
+    return [u for u in units if not u.quotable
+            or (len(u.text) >= MIN_SENTENCE_CHARS and not u.text.startswith(("```", "~~~")))]
+
+
+def split_sentences(text: str) -> list[str]:
+    """The quotable units of a passage: whole sentences, list items, code blocks and table rows (`answer_units`)."""
+    return [u.text for u in answer_units(text) if u.quotable]
 
 
 def terms(text: str) -> list[str]:
@@ -174,7 +286,9 @@ def terms(text: str) -> list[str]:
     out: list[str] = []
     for token in _TERM.findall(text.lower()):
         if _CJK_RUN.match(token):
-            out.extend([token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)])
+            # Bigrams of hiragana alone are particles and endings ("のは", "ですか"): no content of their own.
+            grams = [token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)]
+            out.extend(g for g in grams if not _HIRAGANA_ONLY.fullmatch(g))
         elif token not in _STOPWORDS and (len(token) > 1 or token.isdigit()):
             if len(token) > 3 and token.endswith("s") and not token.endswith("ss") and token.isascii():
                 token = token[:-1]  # an English plural: "files" matches "file"
@@ -235,57 +349,68 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
         position = 0
         for section in sections(text):
             words = set(terms(section))
-            for sent in split_sentences(section):
-                if sent not in seen:
-                    seen.add(sent)
-                    sentences.append(Sentence(n, position, sent))
+            for unit in answer_units(section):
+                if unit.quotable and unit.text not in seen:
+                    seen.add(unit.text)
+                    sentences.append(Sentence(n, position, unit.text, context=unit.context))
                     section_terms.append(words)
                 position += 1
     if not sentences:
         return []
-    sent_terms = [set(terms(s.text)) for s in sentences]
+    sent_terms = [set(terms(s.scored_text)) for s in sentences]
     df = Counter(t for ts in sent_terms for t in ts)
     total = len(sentences)
 
     def idf(term: str) -> float:
         return math.log(1.0 + (total + 1) / (df.get(term, 0) + 0.5))
 
-    weights: dict[str, float] = {t: idf(t) for t in set(terms(question))}
+    own_weights: dict[str, float] = {t: idf(t) for t in set(terms(question))}
+    weights = dict(own_weights)
     topic = {t: idf(t) for t in set(terms(context_query)) - set(weights)}
     if topic:
         share = TOPIC_SHARE * sum(weights.values()) / sum(topic.values()) if weights else TOPIC_SHARE
         weights.update({t: w * min(TOPIC_SHARE, share) for t, w in topic.items()})
     norm = sum(weights.values()) or 1.0
+    own_norm = sum(own_weights.values()) or 1.0
     for s, ts in zip(sentences, sent_terms):
         s.lexical = sum(w for t, w in weights.items() if t in ts) / norm
+        s.own_lexical = sum(w for t, w in own_weights.items() if t in ts) / own_norm
     own_dense = [0.0] * len(sentences)  # similarity to the message alone
     standalone: list[float] = []        # similarity to the folded query, when there is one
     if embed is not None and embed_query is not None:
-        m = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
+        m = np.asarray(embed([s.scored_text for s in sentences]), dtype=np.float32)
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
         for i, query in enumerate((question, context_query)):
             if not query:
                 continue
             q = np.asarray(embed_query(query), dtype=np.float32)
-            q /= np.linalg.norm(q) or 1.0
-            sims = [float(relevance(float(d)) if relevance else max(0.0, d)) for d in m @ q]
+            q = q / (np.linalg.norm(q) or 1.0)
+            raw = [float(d) for d in m @ q]
+            sims = [float(relevance(d)) if relevance else max(0.0, d) for d in raw]
             if i == 0:
                 own_dense = sims
             else:
                 standalone = sims
-            for s, d in zip(sentences, sims):
+            for s, d, c in zip(sentences, sims, raw):
                 s.dense = max(s.dense, d)
+                s.cosine = max(s.cosine, c)
+                if i == 0:
+                    s.own_cosine = c
     off_topic = _off_topic(sentences, section_terms, set(topic), own_dense, standalone)
     for s, off in zip(sentences, off_topic):
-        # Earlier references ranked higher in retrieval: a small tie-breaker in their favour.
-        s.score = (s.lexical + 0.5 * s.dense + 0.02 / s.passage) * (OFF_TOPIC if off else 1.0)
+        s.topic_factor = OFF_TOPIC if off else 1.0
+        s.rescore()
     sentences.sort(key=lambda s: -s.score)
     return sentences
 
 
 def pick_sentences(scored: Sequence[Sentence], *, max_sentences: int = 3, max_chars: int = 700,
-                   relative: float = 0.8) -> list[Sentence]:
-    """The best sentence and the next ones that score close to it, within a length budget."""
+                   relative: float = 0.8, elsewhere: float = 0.9) -> list[Sentence]:
+    """The best sentence and the next ones that score close to it, within a length budget.
+
+    A sentence of another passage than the best one's must score closer (`elsewhere`): what sits beside the
+    answer usually completes it, while a sentence from elsewhere that only nearly matches drifts off the question.
+    """
     if not scored:
         return []
     best = scored[0]
@@ -294,7 +419,7 @@ def pick_sentences(scored: Sequence[Sentence], *, max_sentences: int = 3, max_ch
     for s in scored[1:]:
         if len(chosen) >= max_sentences or s.score < relative * best.score:
             break
-        if used + len(s.text) > max_chars:
+        if used + len(s.text) > max_chars or (s.passage != best.passage and s.score < elsewhere * best.score):
             continue
         chosen.append(s)
         used += len(s.text)
@@ -324,26 +449,36 @@ def join_quotes(parts: Sequence[str]) -> str:
     return text
 
 
-# Longer titles are file names or page headlines that would crowd the answer.
-MAX_NAMED_TITLE_CHARS = 80
+# A Japanese question that asks which thing or who ("…はどこの国の企業か？", "…を作った会社は？", "誰"), not how
+# many or when: its answer is often the subject that a Wikipedia-style sentence leaves out because its article's
+# title names it ("しかし18世紀には…3国に分裂。" in the article "ラオス").
+_ASKS_FOR_SUBJECT_JA = re.compile(
+    r"(誰|どこ|どの|どれ|何という|何と呼|なんという|何か|なに|何を|何が|何で|何の|何[党語教派族]|何[？?]$|といえば|"
+    r"[のと]は[？?。]?$|もの(は|を)[？?。]?$|"
+    r"(国|国家|首都|州都|会社|企業|人物|人|職業|発明者|都市|市|町|村|県|州|島|川|山|湖|駅|局|党|党名|社|組織|団体|"
+    r"大学|チーム|選手|作品|言語|単語|宗教|建物|寺|城|言葉|名前|名称|用語|総称|季節|時代|物質|化合物|生物|動物|植物|"
+    r"魚|鳥|病気|技術|方法|制度|法律|戦争)(は|か|を|ですか)[？?。]?$)")
+# Longer titles are document names ("日本オフィス休暇規程"), not the name of a subject.
+MAX_SUBJECT_TITLE_CHARS = 30
 
 
-def compose(picked: Sequence[Sentence], titles: dict[int, str] | None = None) -> str:
-    """The answer: the picked units with their numbers, each passage's title named before its first quote.
+def asks_for_subject(question: str) -> bool:
+    """Whether a question asks for the thing a passage is about, in a language whose sentences leave it out."""
+    return bool(_CJK_RUN.search(question)) and bool(_ASKS_FOR_SUBJECT_JA.search(question.strip()))
 
-    A quoted sentence often leaves out what it is about, because its document's title says it
-    ("Its rail network is the best in Europe." in the article "Netherlands"); the title is named
-    unless the quote already mentions it.
+
+def compose(picked: Sequence[Sentence], subjects: dict[int, str] | None = None) -> str:
+    """The answer: the picked units with their numbers.
+
+    A document's title is not repeated in the answer (it stands beside the number in the Sources), except
+    as the subject of a sentence that leaves it out when the question asks for that subject (`subjects`,
+    by passage: given only then), and only for a sentence, not a table row, that does not name it already.
     """
-    titles = titles or {}
+    subjects = subjects or {}
     parts: list[str] = []
-    named: set[int] = set()
     for s in picked:
-        title = " ".join((titles.get(s.passage) or "").split())
-        prefix = ""
-        if (title and s.passage not in named and len(title) <= MAX_NAMED_TITLE_CHARS
-                and title.lower() not in s.text.lower()):
-            prefix = f"{title} — "
-        named.add(s.passage)
-        parts.append(prefix + cite(s))
+        subject = " ".join((subjects.get(s.passage) or "").split())
+        named = subject and len(subject) <= MAX_SUBJECT_TITLE_CHARS and subject not in s.text and \
+            not _SHEET_ROW.match(s.text)
+        parts.append(f"{subject} — {cite(s)}" if named else cite(s))
     return join_quotes(parts)

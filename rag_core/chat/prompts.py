@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Labels of rendered answers and the plain statements of the workbench, per RAG_LANGUAGE.
@@ -17,8 +17,6 @@ LABELS: dict[str, dict[str, str]] = {
                     "page of the workbench), then ask again.",
         "no_context": "No relevant documents were found for this question, so I cannot answer it from your "
                       "documents.",
-        "no_answer": "The documents found do not seem to answer this question.",
-        "closest": "The closest passage:",
         "retrieval_failed": "Note: the document search failed, so this answer does not use your documents.",
         "retrieval_off": "Document search is turned off (RAG_ENABLED=false) and the offline extractive answerer can "
                          "only quote documents; set RAG_LLM=openai or llamacpp to answer without them.",
@@ -35,8 +33,6 @@ LABELS: dict[str, dict[str, str]] = {
                     "Ingestion), затем задайте вопрос снова.",
         "no_context": "Релевантные документы для этого вопроса не найдены, поэтому ответить по вашим документам "
                       "нельзя.",
-        "no_answer": "В найденных документах, похоже, нет ответа на этот вопрос.",
-        "closest": "Ближайший фрагмент:",
         "retrieval_failed": "Внимание: поиск по документам не удался, поэтому ответ дан без ваших документов.",
         "retrieval_off": "Поиск по документам выключен (RAG_ENABLED=false), а офлайн-ответчик extractive умеет только "
                          "цитировать документы; задайте RAG_LLM=openai или llamacpp, чтобы отвечать без них.",
@@ -52,8 +48,6 @@ LABELS: dict[str, dict[str, str]] = {
         "no_index": "まだ何も索引されていません{where}。`rag ingest PATH`（またはワークベンチの Ingestion "
                     "ページ）で文書を追加してから、もう一度質問してください。",
         "no_context": "この質問に関連する文書が見つからなかったため、文書に基づいて回答できません。",
-        "no_answer": "見つかった文書には、この質問の答えが含まれていないようです。",
-        "closest": "最も近い箇所：",
         "retrieval_failed": "注意：文書検索に失敗したため、この回答は文書を参照していません。",
         "retrieval_off": "文書検索は無効です（RAG_ENABLED=false）。オフラインの extractive 回答器は文書を引用することしか"
                          "できません。文書なしで回答するには RAG_LLM=openai または llamacpp を設定してください。",
@@ -120,6 +114,9 @@ class AnswerRequest:
     retrieval_failed: bool = False
     retrieval_off: bool = False             # RAG_ENABLED=false: answer without documents
     context_text: str = ""                  # the CONTEXT block: the web-knowledge spec's reference blocks
+    # the passages' units already scored against the question (rag_core.chat.grounding), numbered as the
+    # passages: the offline answerer quotes from them instead of scoring again; not part of the context
+    units: list[Any] = field(default_factory=list, repr=False)
 
     def system_prompt(self) -> str:
         """The system message: the site's instruction (or the default), the rules and the CONTEXT."""
@@ -151,6 +148,7 @@ class AnswerRequest:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("units", None)
         data["system_prompt"] = self.system_prompt()
         return data
 

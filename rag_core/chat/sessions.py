@@ -10,10 +10,10 @@ from typing import Any, Sequence
 from psycopg.types.json import Jsonb
 from typing_extensions import NotRequired, TypedDict
 
-from rag_core.db.database import Database
+from rag_core.db.database import Connections, Database
 from rag_core.errors import InvalidInput, Unauthorized
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
-from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id
+from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id, every_site_sql
 from rag_core.security.text import check_storable
 
 ROLES = ("user", "assistant", "system")
@@ -100,9 +100,9 @@ def _message(row: Sequence[Any]) -> ChatMessage:
             "content": row[5], "sources": row[6] or [], "created_at": row[7]}
 
 
-def has_indexed_chunks(db: Database, site_id: str | None) -> bool:
+def has_indexed_chunks(db: Connections, site_id: str | None) -> bool:
     """Whether anything searchable is stored for the site (or, without one, outside the eval sites)."""
-    where = "site_id = %(site)s" if site_id else "site_id NOT LIKE 'eval:%%'"
+    where = "site_id = %(site)s" if site_id else every_site_sql("site_id")
     with db.connection() as conn:
         row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM chunks WHERE {where} AND embedding IS NOT NULL)",
                            {"site": site_id}).fetchone()
@@ -188,7 +188,7 @@ def reset(db: Database, session_id: str) -> SessionsDeleted:
     return {"sessions": sessions, "messages": messages}
 
 
-def list_sessions(db: Database, site_id: str | None = None, user_id: str | None = None,
+def list_sessions(db: Connections, site_id: str | None = None, user_id: str | None = None,
                   limit: int = 100, offset: int = 0) -> list[SessionSummary]:
     """Sessions, most recently active first, with their message counts."""
     check_optional_id(site_id, "site_id")

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import Source, render_sources, render_turn
-from rag_core.chat.context import distinct_passages, format_references, grounded_hits, with_repeats
+from rag_core.chat.context import (chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
+                                   within_budget)
+from rag_core.chat.grounding import message_language, needs_conversation, supporting_passages
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
 from rag_core.security.text import check_storable, inert_markdown
+from rag_core.search.retrieval import embed_passages, embed_query
 from rag_core.search.types import ChunkHit
 
 if TYPE_CHECKING:
@@ -29,6 +32,9 @@ MAX_K = 50
 # topic: None takes the embedder's measured margin (CosineScale.follow_up_margin; eval/bench_multiturn.py).
 FOLLOW_UP_MARGIN: float | None = None
 LANGUAGES = ("en", "ru", "ja")
+# Passages a turn reads before choosing its sources: an answer in another language than the question,
+# or in a table, can rank below the first five chunks.
+CANDIDATES = 8
 # How many times deeper the search goes when the same passages fill its top k from several sites.
 REPEAT_DEPTH = 4
 
@@ -129,7 +135,8 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     if not 1 <= int(k) <= MAX_K:
         raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
     settings = wb.settings
-    language = answer_language(language or settings.language)
+    # The fixed statements follow the user's language unless the caller chose one.
+    language = answer_language(language or message_language(message, settings.language))
     # The id is used exactly as given (never stripped): the id whose site is checked is the id written.
     session_id = sessions.check_chat_session_id(session_id) if session_id else sessions.new_session_id()
 
@@ -138,7 +145,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     use_documents = settings.enabled
 
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if use_documents and not sessions.has_indexed_chunks(wb.db, site_id):
+    if use_documents and not sessions.has_indexed_chunks(wb.reads, site_id):
         words = labels(language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
@@ -157,32 +164,48 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     history = sessions.history(wb.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
 
     # 3. Retrieval through the one core every surface uses; a failure answers without documents.
-    # A message that depends on the conversation is searched with the earlier question folded in.
+    # Only a message that cannot be understood alone is searched with the conversation folded in;
+    # any other is answered exactly as it would be in a fresh conversation.
     retrieval_failed = False
     retrieval_query, hits = message, []
+    follow_up = any(m["role"] == "user" for m in history) and needs_conversation(message)
+    depth = max(k, CANDIDATES)
     if use_documents:
         try:
-            retrieval_query, hits = retrieve_in_conversation(wb, message, history, k=k, site_id=site_id)
+            if follow_up:
+                retrieval_query, hits = retrieve_in_conversation(wb, message, history, k=depth, site_id=site_id)
+            else:
+                hits = retrieve_distinct(wb, message, k=depth, site_id=site_id)
         except LLMError:
             raise  # the model condensing the follow-up failed: the caller reports it as any model failure
         except Exception:
             log.exception("Retrieval failed in chat session %s; answering without documents", session_id)
             retrieval_failed = True
 
-    # 4. CONTEXT: hits above the similarity floor (or covering the question's words), whole chunks
-    # within the byte budget, numbered by similarity so the list reads best first.
-    # One source per passage: the same file in two sites is one source that names both sites.
+    # 4. CONTEXT: the passages with a sentence that answers the message, best supported first, whole
+    # chunks within the byte budget. One source per passage: the same file in two sites names both sites.
     hits, sites = distinct_passages(hits)
-    chosen = grounded_hits(wb, retrieval_query, hits) if hits else []
+    if settings.chat_similarity_floor is not None and hits:  # a floor the user set on the chunks themselves
+        hits = relevant_hits(hits, settings.chat_similarity_floor, chunk_coverage(wb, retrieval_query, hits),
+                             settings.chat_term_coverage)
     scale = cosine_scale(wb.embedder_name)
-    sources = [Source.from_hit(n, h, scale, sites.get(h.chunk_id)) for n, h in enumerate(chosen, 1)]
+    supports = supporting_passages(
+        message, hits, folded=retrieval_query if retrieval_query != message else "",
+        embed=lambda texts: embed_passages(wb.embedder, texts),
+        embed_query=lambda q: embed_query(wb.embedder, " ".join(q.split())), scale=scale) if hits else []
+    kept = {h.chunk_id for h in within_budget([sp.hit for sp in supports[:k]], settings.chat_context_bytes)}
+    supports = [sp for sp in supports if sp.hit.chunk_id in kept]
+    chosen = [sp.hit for sp in supports]
+    sources = [Source.from_hit(n, sp.hit, scale, sites.get(sp.hit.chunk_id), relevance=sp.relevance)
+               for n, sp in enumerate(supports, 1)]
+    units = [replace(u, passage=n) for n, sp in enumerate(supports, 1) for u in sp.units]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
         passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
         history=[{"role": m["role"], "content": m["content"]} for m in history],
         instruction=instruction["instruction_text"] if instruction else "",
         language=language, retrieval_failed=retrieval_failed, retrieval_off=not use_documents,
-        context_text=format_references(chosen),
+        context_text=format_references(chosen), units=units,
     )
     return PreparedTurn(
         session_id=session_id, question=message, retrieval_query=retrieval_query, sources=sources, request=request,
@@ -221,7 +244,7 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     from rag_core.search.hybrid import term_coverage
 
     own, other = alone[0], contextual[0]
-    coverage = term_coverage(wb.db, message, [own, other])
+    coverage = term_coverage(wb.reads, message, [own, other])
     closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
     scale = cosine_scale(wb.embedder_name)
     read = (lambda cosine: cosine) if scale.is_identity else scale.relevance
@@ -262,10 +285,8 @@ def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], h
                      if c.isascii() and c.isdigit() and len(c) <= 18})
     if not chunks:
         return list(hits)
-    from rag_core.search.retrieval import embed_query
-
     vector = embed_query(wb.embedder, " ".join(query.split()))
-    with wb.db.connection() as conn:
+    with wb.reads.connection() as conn:
         rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "chunks": chunks, "site": site_id,
                                                 "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
@@ -296,10 +317,8 @@ def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
     seen = {h.chunk_id: h.similarity for h in known}
     missing = [h.chunk_id for h in hits if h.chunk_id not in seen]
     if missing:
-        from rag_core.search.retrieval import embed_query
-
         vector = embed_query(wb.embedder, " ".join(message.split()))
-        with wb.db.connection() as conn:
+        with wb.reads.connection() as conn:
             rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
                                 (vector, missing)).fetchall()
         seen.update({int(i): float(sim or 0.0) for i, sim in rows})

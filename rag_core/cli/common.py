@@ -19,6 +19,9 @@ app = typer.Typer(help="RAG workbench: ingest documents, search them, chat with 
                   pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+sample_app = typer.Typer(help="The sample corpus (this project's README and docs) in its own site 'sample'.",
+                         no_args_is_help=True)
+app.add_typer(sample_app, name="sample")
 
 # Control characters shown as text (\x1b) instead of reaching the terminal: a document's title, text or file
 # name carrying ESC sequences could retitle the terminal, clear the screen, hide or rewrite lines.

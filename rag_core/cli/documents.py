@@ -11,7 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rag_core.cli import common
-from rag_core.cli.common import app, console, db_app, echo, markup_text, out, print_json, run_safely
+from rag_core.cli.common import (
+    app, console, db_app, echo, markup_text, out, print_json, run_safely, sample_app,
+)
 from rag_core.cli.jobs import report_enqueued
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.units import human_size
@@ -117,12 +119,13 @@ def status(
     """Documents, chunks, sources, embedder, dimension and database size."""
     with common.workbench() as wb:
         info = wb.status(site_id=site)
+        replicas = wb.read_replicas()
         listed = wb.documents(site_id=site, limit=SOURCES_LISTED) if sources else None
     if listed is not None:
         _print_sources(list(listed), info["documents"], as_json, site)
         return
     if as_json:
-        print_json(info)
+        print_json({**info, "read_replicas": replicas} if replicas else info)
         return
     table = Table(show_header=False, box=None)
     rows = [
@@ -134,6 +137,9 @@ def status(
                      + (f" ({info['dimension']} dimensions)" if info["dimension"] else " (nothing embedded yet)")),
         ("database", f"{info['database']}, {human_size(info['database_bytes'], sep=' ')}"),
         ("last indexed", info["last_indexed_at"] or "never"),
+        *[("read replica", f"{r['replica']}: {r['state']}" + (f", lag {r['lag_sec']:g} s" if r["lag_sec"] is not None
+                                                              else "") + (f" ({r['reason']})" if r["reason"] else ""))
+          for r in replicas],
     ]
     for key, value in rows:
         table.add_row(f"[bold]{key}[/bold]", str(value))
@@ -187,6 +193,27 @@ def reindex(
             task = bar.add_task("chunks", total=None)
             result = wb.reindex(progress=lambda p: bar.update(task, completed=p.done, total=p.total))
     out.print(f"Re-embedded {result['chunks']} chunks with {result['embedder']} ({result['dimension']} dimensions).")
+
+
+@sample_app.command("add")
+@run_safely
+def sample_add() -> None:
+    """Index the sample corpus into the site 'sample' (searched with --site sample, never with your documents)."""
+    with common.workbench() as wb:
+        report = wb.ingest_sample_corpus()
+    s = report.to_dict()
+    out.print(f"Sample corpus in site 'sample': {s['indexed']} indexed, {s['updated']} updated, "
+              f"{s['unchanged']} unchanged, {s['failed']} failed ({s['chunks']} chunks). "
+              "Try `rag search --site sample \"hybrid search\"`; `rag sample remove` deletes it.")
+
+
+@sample_app.command("remove")
+@run_safely
+def sample_remove() -> None:
+    """Delete the sample corpus (every document of the site 'sample')."""
+    with common.workbench() as wb:
+        result = wb.remove_sample_corpus()
+    out.print(f"Removed the sample corpus: {result['documents']} documents, {result['chunks']} chunks.")
 
 
 @db_app.command("upgrade")

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_core.cli import common
-from rag_core.cli.common import app, run_safely
+from rag_core.cli.common import app, markup_text, run_safely
 from rag_core.security.ids import DEFAULT_SITE
 
 import_app = typer.Typer(help="Bring documents from another tool into the store.", no_args_is_help=True)
@@ -53,6 +53,10 @@ def import_llamaindex(
     how = "embedded again" if result["re_embedded"] else "vectors kept"
     common.out.print(f"Imported {result['nodes']} nodes of {result['documents']} documents from PGVectorStore table "
                      f"'{result['table']}' into site '{site}' ({how}).")
+    if result["refused"]:
+        common.console.print(f"{len(result['refused'])} document(s) not imported (the same rules as `rag ingest`):")
+        for line in result["refused"][:10]:
+            common.console.print(f"  {markup_text(line)}")
 
 
 @export_app.command("llamaindex")

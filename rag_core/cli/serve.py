@@ -24,7 +24,7 @@ def serve(
 
     from rag_core.api.auth import KeyRing, check_bind
     from rag_core.api.ratelimit import RateLimiter
-    from rag_core.api.rest import create_app, warn_if_open
+    from rag_core.api.rest import create_app, document_char_budget, warn_if_open
     from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
     from rag_core.settings import load_settings
 
@@ -46,6 +46,7 @@ def serve(
         console.print(f"[yellow]Without RAG_REDIS_URL each of the {workers} workers keeps its own rate-limit "
                       "counters and search cache: a key may make up to N times the limit.[/yellow]", soft_wrap=True)
     RateLimiter(settings.rate_limit, settings.redis_url)  # a bad limit or a dead Redis stops us before forking
+    document_char_budget(settings)
     parse_purge_time(settings.retention_time)
     from rag_core import open_workbench
 

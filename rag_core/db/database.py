@@ -8,12 +8,13 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator, Protocol
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import _queries as _pg_queries
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from rag_core.errors import ConfigError, DatabaseError
@@ -27,11 +28,55 @@ _MIGRATION_LOCK_ID = 724_011_031
 _CREATE_DATABASE_LOCK_ID = 724_011_032
 
 
+class Connections(Protocol):
+    """What a core that only reads takes: a `Database` (the primary) or a `ReadRouter` (a replica or the primary)."""
+
+    def connection(self) -> ContextManager[psycopg.Connection]: ...
+
+
 def describe_url(url: str) -> str:
     """A URL for messages: host and database, never the password."""
     parts = urlsplit(url)
     host = parts.hostname or dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get("host", "local socket")
     return f"{host}{':' + str(parts.port) if parts.port else ''}/{parts.path.lstrip('/') or 'postgres'}"
+
+
+CONNECT_TIMEOUT_SEC = 10  # a URL that points at something other than PostgreSQL fails after this, not never
+_POSTGRES_SCHEME = re.compile(r"^postgres(ql)?(\+\w+)?://", re.IGNORECASE)
+URL_FORM = "postgresql://user:password@host:5432/dbname"
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why `url` is not a PostgreSQL URL libpq can read, in words that never quote it (it may hold a password);
+    None when it is one."""
+    if not _POSTGRES_SCHEME.match(url):
+        return "it does not start with postgresql://"
+    try:
+        port = urlsplit(url).port
+    except ValueError as exc:
+        return "its port is not a number" if "port" in str(exc).lower() else "its host is malformed"
+    if port == 0:
+        return "its port is 0"
+    try:
+        conninfo_to_dict(plain_url(url))
+    except psycopg.Error as exc:
+        reason = str(exc)
+        if "percent-encoded" in reason:
+            return "it holds a % not followed by two hex digits (write a % in a password as %25)"
+        if "IPv6" in reason or "host" in reason:
+            return "its host is malformed (an IPv6 address needs its closing ])"
+        if "query parameter" in reason:
+            return "it has a query parameter libpq does not know"
+        return "libpq cannot read it"
+    return None
+
+
+def connectable_url(url: str) -> str:
+    """The URL as psycopg takes it (postgresql://, no driver suffix), with a connect timeout unless it sets one."""
+    url = plain_url(url)
+    if "connect_timeout=" in urlsplit(url).query:
+        return url
+    return url + ("&" if urlsplit(url).query else "?") + f"connect_timeout={CONNECT_TIMEOUT_SEC}"
 
 
 def with_database(url: str, dbname: str) -> str:
@@ -42,11 +87,11 @@ def with_database(url: str, dbname: str) -> str:
 
 def plain_url(url: str) -> str:
     """psycopg wants postgresql://; accept SQLAlchemy-style driver suffixes too."""
-    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+    return _POSTGRES_SCHEME.sub("postgresql://", url)
 
 
 def sqlalchemy_url(url: str) -> str:
-    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg://", url)
+    return _POSTGRES_SCHEME.sub("postgresql+psycopg://", url)
 
 
 def _connect_error(url: str, exc: Exception) -> DatabaseError:
@@ -162,6 +207,18 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
+def open_pool(url: str, size: int, name: str, timeout: float = 15) -> ConnectionPool:
+    """An open pool of up to `size` connections with pgvector's types; DatabaseError when the server does not answer."""
+    pool = ConnectionPool(url, min_size=1, max_size=size, configure=_configure, open=False,
+                          kwargs={"connect_timeout": 10}, name=name)
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as exc:
+        pool.close()
+        raise _connect_error(url, exc) from exc
+    return pool
+
+
 # How long a request waits for a pooled connection before the server is probed, and in all.
 _FAST_CHECKOUT_SEC = 1.0
 _BUSY_TIMEOUT_SEC = 30.0
@@ -194,16 +251,7 @@ class Database:
         self.pool = self._open_pool()
 
     def _open_pool(self) -> ConnectionPool:
-        pool = ConnectionPool(
-            self.url, min_size=1, max_size=self.pool_size, configure=_configure, open=False,
-            kwargs={"connect_timeout": 10}, name="rag",
-        )
-        try:
-            pool.open(wait=True, timeout=15)
-        except Exception as exc:
-            pool.close()
-            raise _connect_error(self.url, exc) from exc
-        return pool
+        return open_pool(self.url, self.pool_size, "rag")
 
     @property
     def down(self) -> bool:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 from rag_core.evaluation.datasets import BeirDataset
-from rag_core.evaluation.runner import EVAL_SITE_PREFIX, ingest_dataset
+from rag_core.evaluation.runner import ingest_dataset
+from rag_core.security.ids import EVAL_SITE_PREFIX
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench

@@ -32,16 +32,28 @@ if TYPE_CHECKING:
 RANK_DEPTH = 10
 
 
-def judged_dataset(wb: "Workbench", site_id: str) -> BeirDataset:
-    """The site's judged queries over every stored document of the site (ids are the sources)."""
+def judged_dataset(wb: "Workbench", site_id: str, example_question: str | None = None) -> BeirDataset:
+    """The site's judged queries over every stored document of the site (ids are the sources); relevant
+    sources deleted from the site since are dropped (a query left with none is left out).
+
+    With no judged query yet and `example_question` given, the set is that question with its best hit as
+    the relevant document: an example held in memory, never written as a judgement of the user's."""
     from rag_core.evaluation import judged
 
-    base = judged.load_judged(wb.settings.data_dir, site_id)
     with wb.db.connection() as conn:
         rows = conn.execute("SELECT source, title, content FROM documents WHERE site_id = %s ORDER BY source",
                             (site_id,)).fetchall()
     if not rows:
         raise InvalidInput(f"Site '{site_id}' holds no documents; ingest your folder into it first.")
+    stored = {source for source, _, _ in rows}
+    if example_question is not None and not wb.judged_queries(site_id)["queries"]:
+        best = wb.search(example_question, site_id=site_id, limit=1, include_context=False, typed=False)["results"]
+        qid = judged.query_id(example_question)
+        base = BeirDataset(name="example", path=judged.judged_dir(wb.settings.data_dir, site_id), corpus=[],
+                           queries={qid: example_question}, qrels={qid: {best[0]["file_path"]: 1}} if best else {})
+    else:
+        base, _ = judged.without_deleted(judged.load_judged(wb.settings.data_dir, site_id),
+                                         lambda candidates: stored & set(candidates))
     name = "yours-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", site_id)[:40]
     corpus = [{"_id": source, "title": title or "", "text": content} for source, title, content in rows]
     return BeirDataset(name=name, path=base.path, corpus=corpus, queries=dict(base.queries),
@@ -49,14 +61,22 @@ def judged_dataset(wb: "Workbench", site_id: str) -> BeirDataset:
 
 
 def compare_modes(wb: "Workbench", site_id: str, modes: Sequence[str] = ("semantic", "fulltext", "hybrid"),
-                  k: int = 5) -> pd.DataFrame:
-    """One row per search mode over the site's judged queries; each result is saved for Analytics."""
+                  k: int = 5, dataset: BeirDataset | None = None) -> pd.DataFrame:
+    """One row per search mode over the site's judged queries; each result is saved for Analytics.
+
+    `dataset` (an example set of `judged_dataset`) is scored on the site instead, and nothing is saved."""
+    from rag_core.evaluation.runner import evaluate_dataset
+
     rows = []
     for mode in modes:
-        data = wb.evaluate_judged(site_id=site_id, mode=mode, k=k)
+        if dataset is None:
+            data = wb.evaluate_judged(site_id=site_id, mode=mode, k=k)
+        else:
+            data = evaluate_dataset(wb, dataset, mode=mode, k=k, site_id=site_id).to_dict()
         rows.append({"mode": mode, "queries": data["queries"], f"hit@{k}": data[f"hit@{k}"],
                      f"recall@{k}": data[f"recall@{k}"], "mrr@10": data["mrr@10"], "ndcg@10": data["ndcg@10"],
-                     "p50 ms": data["latency_ms"]["p50"]})
+                     "p50 ms": data["latency_ms"]["p50"],
+                     "not scored (sources deleted)": sum(not d["scored"] for d in data.get("deleted_judgements", []))})
     return pd.DataFrame(rows)
 
 
@@ -135,7 +155,7 @@ def judgements_from_file(wb: "Workbench", path: Any, site_id: str, root: Any = N
 def example_question(wb: "Workbench", site_id: str, example: str) -> str:
     """The question notebook 00 demonstrates with when the user wrote no judgements: `example` when it
     finds something in the site, else the title of the site's newest document, so a folder about
-    anything else still shows a search, an answer and a judgement instead of an empty result."""
+    anything else still shows a search, an answer and an example evaluation instead of an empty result."""
     if wb.search(example, site_id=site_id, limit=1, include_context=False, typed=False)["results"]:
         return example
     newest = list(wb.documents(site_id=site_id, limit=1))

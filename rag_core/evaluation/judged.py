@@ -17,6 +17,7 @@ import io
 import json
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,6 +39,7 @@ class JudgedQuery(TypedDict):
     id: str
     query: str
     relevant: list[str]  # the sources (paths or URLs) that answer it
+    deleted: list[str]   # those of them the site no longer stores: no search can find them
 
 
 class JudgedSet(TypedDict):
@@ -47,7 +49,21 @@ class JudgedSet(TypedDict):
     folder: str
     queries: int
     judgements: int
+    deleted_sources: int  # judged sources the site no longer stores
     items: list[JudgedQuery]
+
+
+class DeletedJudgement(TypedDict):
+    """A judged query some of whose relevant sources were deleted: scored on the rest, or left out (none left)."""
+
+    query_id: str
+    query: str
+    deleted: list[str]
+    scored: bool
+
+
+# Which of these sources the site stores (a lookup in the store, passed in by the Workbench).
+StoredSources = Callable[[list[str]], set[str]]
 
 
 def judged_dir(data_dir: Path, site_id: str) -> Path:
@@ -82,17 +98,41 @@ def _write(folder: Path, queries: dict[str, str], qrels: dict[str, dict[str, int
     (folder / "qrels.tsv").write_text("".join(rows), encoding="utf-8")
 
 
-def judged_set(data_dir: Path, site_id: str) -> JudgedSet:
-    """The site's judged queries: [{id, query, relevant: [sources]}], with counts and the folder."""
+def judged_set(data_dir: Path, site_id: str, stored: StoredSources | None = None) -> JudgedSet:
+    """The site's judged queries: [{id, query, relevant: [sources], deleted: [sources]}], with counts and the
+    folder; `deleted` lists the relevant sources `stored` says the site no longer holds (none without it)."""
     folder = judged_dir(data_dir, site_id)
     queries, qrels, _ = _read(folder)
-    rows = [JudgedQuery(id=q, query=queries[q], relevant=sorted(qrels[q])) for q in queries if qrels.get(q)]
+    judged = sorted({d for q in queries for d in qrels.get(q, {})})
+    present = stored(judged) if stored is not None and judged else set(judged)
+    rows = [JudgedQuery(id=q, query=queries[q], relevant=sorted(qrels[q]),
+                        deleted=sorted(set(qrels[q]) - present)) for q in queries if qrels.get(q)]
     return {"site_id": site_id, "folder": str(folder), "queries": len(rows),
-            "judgements": sum(len(r["relevant"]) for r in rows), "items": rows}
+            "judgements": sum(len(r["relevant"]) for r in rows), "deleted_sources": len(set(judged) - present),
+            "items": rows}
+
+
+def without_deleted(ds: BeirDataset, stored: StoredSources) -> tuple[BeirDataset, list[DeletedJudgement]]:
+    """The judged set with only the relevant sources the site still stores, and the queries that lost some.
+
+    A query whose every relevant source is gone is left out: it could only count as a miss, which would
+    blame search for a deletion."""
+    judged = sorted({d for rel in ds.qrels.values() for d in rel})
+    present = stored(judged) if judged else set()
+    qrels: dict[str, dict[str, int]] = {}
+    flagged: list[DeletedJudgement] = []
+    for qid in ds.judged_queries:
+        kept = {d: s for d, s in ds.qrels[qid].items() if d in present}
+        if kept:
+            qrels[qid] = kept
+        if len(kept) < len(ds.qrels[qid]):
+            flagged.append(DeletedJudgement(query_id=qid, query=ds.queries[qid], scored=bool(kept),
+                                            deleted=sorted(set(ds.qrels[qid]) - present)))
+    return replace(ds, qrels=qrels), flagged
 
 
 def mark_relevant(data_dir: Path, site_id: str, query: str, source: str, title: str = "",
-                  relevant: bool = True) -> JudgedSet:
+                  relevant: bool = True, stored: StoredSources | None = None) -> JudgedSet:
     """Record (or with relevant=False withdraw) that `source` answers `query`; returns the set's summary."""
     text = " ".join((query or "").split())
     if not text:
@@ -112,7 +152,7 @@ def mark_relevant(data_dir: Path, site_id: str, query: str, source: str, title: 
         else:
             qrels.get(qid, {}).pop(source, None)
         _write(folder, queries, qrels, titles)
-    return judged_set(data_dir, site_id)
+    return judged_set(data_dir, site_id, stored)
 
 
 def _parse_queries(data: bytes) -> dict[str, str]:
@@ -140,7 +180,10 @@ def _parse_queries(data: bytes) -> dict[str, str]:
         words = " ".join(words.split())
         if not qid or not words:
             raise InvalidInput(f"queries line {n} has an empty id or text.")
-        queries[qid] = words[:MAX_QUERY_CHARS]
+        if len(words) > MAX_QUERY_CHARS:  # cut short, it would be scored as another query than the one judged
+            raise InvalidInput(f"queries line {n} is {len(words)} characters; the limit of a query is "
+                               f"{MAX_QUERY_CHARS}. Shorten it.")
+        queries[qid] = words
     return queries
 
 
@@ -160,7 +203,7 @@ def _parse_qrels(data: bytes) -> dict[str, dict[str, int]]:
 
 
 def import_judged(data_dir: Path, site_id: str, queries_file: bytes, qrels_file: bytes,
-                  known_sources: Callable[[list[str]], set[str]]) -> JudgedSet:
+                  known_sources: StoredSources) -> JudgedSet:
     """Add an uploaded queries/qrels pair to the site's set; corpus ids must be sources stored in the site.
 
     `known_sources(candidates)` returns the candidates that are stored documents of the site.
@@ -187,7 +230,7 @@ def import_judged(data_dir: Path, site_id: str, queries_file: bytes, qrels_file:
         if len(have_q) > MAX_JUDGED_QUERIES:
             raise InvalidInput(f"The judged set would hold {len(have_q)} queries; the limit is {MAX_JUDGED_QUERIES}.")
         _write(folder, have_q, have_r, titles)
-    return judged_set(data_dir, site_id)
+    return judged_set(data_dir, site_id, known_sources)
 
 
 def load_judged(data_dir: Path, site_id: str) -> BeirDataset:

@@ -21,13 +21,13 @@ from rag_core.errors import InvalidInput, RagError
 from rag_core.evaluation.datasets import BeirDataset, find_eval_set, load_beir
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
 from rag_core.search.validation import MAX_QUERY_CHARS, MODES
+from rag_core.security.ids import EVAL_SITE_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from rag_core.workbench import Workbench
 
-EVAL_SITE_PREFIX = "eval:"
 RANK_DEPTH = 10  # mrr@10 and ndcg@10 need the top ten documents
 
 

@@ -18,6 +18,8 @@ from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
+from rag_core.ingest.loaders.document import document_date
+from rag_core.security.documents import check_document
 from rag_core.security.paths import entry_problem, read_regular_file
 from rag_core.security.text import file_name_problem, visible_title
 from rag_core.ingest.types import Progress, ProgressCallback
@@ -43,6 +45,16 @@ class SourceItem:
     load: Callable[[], LoadedDocument]
     doc_date: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the content arrived (an upload, which has no file date): the document's date is then the one its own
+    # metadata gives (PDF, DOCX, XLSX properties, an HTML page's date), else this.
+    received_at: datetime | None = None
+    # The hash is of the file's bytes (a file read from a path, an upload): within a site one such content is
+    # one document, whichever way it came in.
+    file_bytes: bool = False
+
+    @property
+    def uploaded(self) -> bool:
+        return bool(self.metadata.get("uploaded"))
 
 
 @dataclass
@@ -208,7 +220,7 @@ def file_item(path: Path, site_id: str, max_bytes: int) -> SourceItem:
 
     return SourceItem(
         source=source, site_id=site_id, content_hash=digest, file_size=stat.st_size,
-        category=category_for(source), load=load,
+        category=category_for(source), load=load, file_bytes=True,
         doc_date=datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc),
         metadata={"file_name": path.name,
                   "modified_at": datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc).isoformat(),
@@ -249,11 +261,17 @@ class IngestPipeline:
             for src, ver in store.existing_versions(self.db, site, sources).items():
                 versions[(site, src)] = ver
         changed = sum(1 for i in items if versions.get((i.site_id, i.source)) != (i.content_hash, self.signature))
+        twins: dict[tuple[str, str], tuple[str, bool]] = {}
+        for site in {i.site_id for i in items}:
+            hashes = [i.content_hash for i in items
+                      if i.site_id == site and i.file_bytes and (site, i.source) not in versions]
+            for digest, stored in store.documents_by_hash(self.db, site, hashes).items():
+                twins[(site, digest)] = stored
         rebuild_index = vector_index.should_rebuild(self.db, changed)
         if rebuild_index:
             vector_index.drop(self.db)
         try:
-            self._load_all(items, versions, report, total, progress)
+            self._load_all(items, versions, twins, report, total, progress)
         finally:
             if rebuild_index:
                 vector_index.ensure(self.db)
@@ -261,7 +279,8 @@ class IngestPipeline:
         return report
 
     def _load_all(self, items: list[SourceItem], versions: dict[tuple[str, str], tuple[str, str]],
-                  report: IngestReport, total: int, progress: ProgressCallback | None) -> None:
+                  twins: dict[tuple[str, str], tuple[str, bool]], report: IngestReport, total: int,
+                  progress: ProgressCallback | None) -> None:
         pending: list[tuple[store.DocumentRow, list[str], bool]] = []
         pending_chunks = 0
         chunks_done = 0
@@ -289,22 +308,33 @@ class IngestPipeline:
                 for ch in doc.chunks:
                     ch.embedding = vectors[pos]
                     pos += 1
-            for doc, doc_id, inserted, error in store.write_documents(self.db, [d for d, _, _ in pending]):
+            for doc, doc_id, status, error in store.write_documents(self.db, [d for d, _, _ in pending]):
                 if error:
                     report.outcomes.append(SourceOutcome(doc.source, "failed", reason=error, site_id=doc.site_id))
+                elif status == "unchanged":  # a concurrent ingest stored the same content first
+                    report.outcomes.append(SourceOutcome(doc.source, "unchanged", document_id=doc_id,
+                                                         site_id=doc.site_id))
                 else:
                     chunks_done += len(doc.chunks)
-                    report.outcomes.append(SourceOutcome(doc.source, "indexed" if inserted else "updated",
-                                                         len(doc.chunks), document_id=doc_id, site_id=doc.site_id))
+                    report.outcomes.append(SourceOutcome(doc.source, status, len(doc.chunks), document_id=doc_id,
+                                                         site_id=doc.site_id))
             pending, pending_chunks = [], 0
             tick()
 
+        in_run: dict[tuple[str, str], str] = {}  # files of this run: (site, hash) -> source
         for item in items:
             known = versions.get((item.site_id, item.source))
             if known == (item.content_hash, self.signature):
                 report.outcomes.append(SourceOutcome(item.source, "unchanged", site_id=item.site_id))
                 tick(item.source)
                 continue
+            if known is None and item.file_bytes:
+                twin_key = (item.site_id, item.content_hash)
+                if twin_key in twins or twin_key in in_run:
+                    report.outcomes.append(self._same_file(item, twins.get(twin_key), in_run.get(twin_key)))
+                    tick(item.source)
+                    continue
+                in_run[twin_key] = item.source
             try:
                 doc = self._prepare(item)
             except RagError as exc:
@@ -323,9 +353,27 @@ class IngestPipeline:
                 flush()
         flush()
 
+    def _same_file(self, item: SourceItem, stored: tuple[str, bool] | None, earlier: str | None) -> SourceOutcome:
+        """A file whose bytes the site already holds under another source: one document, not two.
+
+        The document keeps a path on disk over an upload's bare name (a path can be ingested again and pruned
+        when its file is gone); an upload of a file stored from a path, or a second copy, adds nothing."""
+        if stored is not None:
+            twin, twin_uploaded = stored
+            if twin_uploaded and not item.uploaded:
+                patch = {**item.metadata, "uploaded_as": twin}
+                if store.move_source(self.db, item.site_id, twin, item.source, item.category, patch):
+                    return SourceOutcome(item.source, "unchanged", site_id=item.site_id,
+                                         reason=f"the same file as the upload '{twin}', which now keeps this path")
+        else:
+            twin = earlier or ""
+        return SourceOutcome(item.source, "unchanged", site_id=item.site_id,
+                             reason=f"the same file as '{twin}', already stored; one document is kept")
+
     def _prepare(self, item: SourceItem) -> store.DocumentRow:
         loaded = item.load()
         text = loaded.text
+        check_document(item.site_id, item.source, text)  # before any chunking or embedding
         if not text.strip():
             raise LoaderError("the document has no text")
         pieces = chunk_text(text, self.settings.chunk_size, self.settings.chunk_overlap, pages=loaded.pages or None)
@@ -345,8 +393,11 @@ class IngestPipeline:
                 fts_source=fts_source, embedding=[],
             ))
         metadata = {**item.metadata, **loaded.metadata, "chunking": self.signature}
+        doc_date = item.doc_date
+        if doc_date is None and item.received_at is not None:
+            doc_date = document_date(loaded.metadata) or item.received_at
         return store.DocumentRow(
             site_id=item.site_id, source=item.source, title=title, file_type=loaded.file_type,
             file_size=item.file_size, category=item.category, language=doc_language,
-            content_hash=item.content_hash, content=text, doc_date=item.doc_date, metadata=metadata, chunks=chunks,
+            content_hash=item.content_hash, content=text, doc_date=doc_date, metadata=metadata, chunks=chunks,
         )

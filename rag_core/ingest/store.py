@@ -12,8 +12,10 @@ import numpy as np
 import psycopg
 from typing_extensions import NotRequired, TypedDict
 
-from rag_core.db.database import Database
+from rag_core.db.database import Connections, Database
 from rag_core.errors import EmbedderMismatch, RagError
+from rag_core.security.documents import check_document
+from rag_core.security.ids import every_site_sql
 from rag_core.textproc import FTS_CONFIG
 
 log = logging.getLogger(__name__)
@@ -113,8 +115,17 @@ def _lock_source(conn: psycopg.Connection, site_id: str, source: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"{site_id}\x1f{source}",))
 
 
-def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, bool]:
+def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, str]:
+    """Write one document under its (site, source) lock: 'indexed', 'updated', or 'unchanged' when a concurrent
+    ingest stored the same content with the same chunking while this one was embedding it."""
     _lock_source(conn, doc.site_id, doc.source)
+    chunking = doc.metadata.get("chunking")
+    if chunking:
+        same = conn.execute("SELECT id FROM documents WHERE site_id = %s AND source = %s AND content_hash = %s"
+                            " AND metadata->>'chunking' = %s",
+                            (doc.site_id, doc.source, doc.content_hash, chunking)).fetchone()
+        if same:
+            return same[0], "unchanged"
     params = {
         "site_id": doc.site_id, "source": doc.source, "title": doc.title, "file_type": doc.file_type,
         "file_size": doc.file_size, "category": doc.category, "language": doc.language,
@@ -124,7 +135,7 @@ def _write_one(conn: psycopg.Connection, doc: DocumentRow) -> tuple[int, bool]:
     doc_id, inserted = conn.execute(_UPSERT, params).fetchone()
     if not inserted:
         conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
-    return doc_id, inserted
+    return doc_id, "indexed" if inserted else "updated"
 
 
 def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]]) -> None:
@@ -155,35 +166,51 @@ def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]])
     conn.execute("DELETE FROM chunk_stage")
 
 
-def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, bool, str | None]]:
-    """Replace each document and its chunks; returns (doc, id, inserted, error) per document.
+def write_documents(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, str, str | None]]:
+    """Replace each document and its chunks; returns (doc, id, status, error) per document, in order; the status
+    is 'indexed', 'updated', 'unchanged' (see _write_one) or 'failed' (with the error).
 
-    Fast path: the whole batch in one transaction. If it fails, each document is retried in its
-    own transaction so one bad document cannot take the others down, and a failed document keeps
-    its previous version whole.
+    Every document first passes the document rules (security/documents.py): this is the one gate every
+    way into the store goes through. Fast path: the whole batch in one transaction. If it fails, each
+    document is retried in its own transaction so one bad document cannot take the others down, and a
+    failed document keeps its previous version whole.
     """
+    refused: dict[int, str] = {}
+    for doc in docs:
+        try:
+            check_document(doc.site_id, doc.source, doc.content)
+        except RagError as exc:
+            refused[id(doc)] = exc.message
+    valid = [doc for doc in docs if id(doc) not in refused]
+    outcome = {id(doc): (doc_id, status, error) for doc, doc_id, status, error in _write_valid(db, valid)}
+    return [(doc, None, "failed", refused[id(doc)]) if id(doc) in refused else (doc, *outcome[id(doc)])
+            for doc in docs]
+
+
+def _write_valid(db: Database, docs: list[DocumentRow]) -> list[tuple[DocumentRow, int | None, str, str | None]]:
     if not docs:
         return []
     try:
         with db.connection() as conn:
             with conn.transaction():
                 written = [(doc, *_write_one(conn, doc)) for doc in docs]
-                _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, _ in written])
+                _copy_chunks(conn, [(doc_id, doc) for doc, doc_id, status in written if status != "unchanged"])
     except psycopg.Error:
         pass
     else:
         compact_term_stats(db, {doc.site_id for doc in docs})
-        return [(doc, doc_id, inserted, None) for doc, doc_id, inserted in written]
-    results: list[tuple[DocumentRow, int | None, bool, str | None]] = []
+        return [(doc, doc_id, status, None) for doc, doc_id, status in written]
+    results: list[tuple[DocumentRow, int | None, str, str | None]] = []
     for doc in docs:
         try:
             with db.connection() as conn:
                 with conn.transaction():
-                    doc_id, inserted = _write_one(conn, doc)
-                    _copy_chunks(conn, [(doc_id, doc)])
-            results.append((doc, doc_id, inserted, None))
+                    doc_id, status = _write_one(conn, doc)
+                    if status != "unchanged":
+                        _copy_chunks(conn, [(doc_id, doc)])
+            results.append((doc, doc_id, status, None))
         except psycopg.Error as exc:
-            results.append((doc, None, False, f"database rejected the document: {str(exc).splitlines()[0]}"))
+            results.append((doc, None, "failed", f"database rejected the document: {str(exc).splitlines()[0]}"))
     compact_term_stats(db, {doc.site_id for doc, doc_id, _, _ in results if doc_id is not None})
     return results
 
@@ -209,6 +236,16 @@ def delete_source(db: Database, source: str, site_id: str | None = None) -> tupl
     return len(rows), sum(r[0] for r in rows)
 
 
+def delete_site_documents(db: Database, site_id: str) -> tuple[int, int]:
+    """Delete every document of one site with its chunks; returns (documents, chunks) deleted."""
+    with db.connection() as conn:
+        docs, chunks = conn.execute(
+            "WITH gone AS (DELETE FROM documents WHERE site_id = %s RETURNING chunk_count)"
+            " SELECT count(*), coalesce(sum(chunk_count), 0) FROM gone", (site_id,)).fetchone()
+    compact_term_stats(db, {site_id})
+    return int(docs), int(chunks)
+
+
 # BM25 statistics (term_stats, corpus_stats) are ledgers of deltas appended by triggers on chunks
 # (migration 0002), so concurrent writers never contend for a row. Readers sum a lexeme's rows;
 # once a site has this many unfolded rows they are folded into one row per lexeme.
@@ -232,9 +269,8 @@ def compact_term_stats(db: Database, site_ids: "set[str] | Sequence[str]", force
             log.warning("Could not compact the search statistics of site %s: %s", site, exc)
 
 
-# Evaluation sets live in sites with this prefix; they never appear in a user's own views.
-EVAL_SITE_PREFIX = "eval:"
-_SITE_FILTER = "((%(site)s::text IS NULL AND site_id NOT LIKE 'eval:%%') OR site_id = %(site)s)"
+# One site, or with none every site of the user's: never the evaluation sites nor the sample corpus.
+_SITE_FILTER = f"((%(site)s::text IS NULL AND {every_site_sql('site_id')}) OR site_id = %(site)s)"
 
 
 class StoreCounts(TypedDict):
@@ -327,7 +363,7 @@ def store_status(db: Database, site_id: str | None = None) -> StoreCounts:
     }
 
 
-def list_documents(db: Database, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
+def list_documents(db: Connections, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
     """Documents, newest first, one page at a time."""
     with db.connection() as conn:
         cur = conn.execute(
@@ -402,6 +438,45 @@ def web_versions(db: Database, site_id: str, sources: Sequence[str]) -> dict[str
             (site_id, list(sources)),
         ).fetchall()
     return {r[0]: {"content_hash": r[1], "chunking": r[2], "etag": r[3], "last_modified": r[4]} for r in rows}
+
+
+def documents_by_hash(db: Database, site_id: str, hashes: Sequence[str]) -> dict[str, tuple[str, bool]]:
+    """content_hash -> (source, uploaded?) of the site's stored documents with one of these hashes (the
+    oldest per hash)."""
+    if not hashes:
+        return {}
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT ON (content_hash) content_hash, source, coalesce((metadata->>'uploaded')::boolean, false)"
+            " FROM documents WHERE site_id = %s AND content_hash = ANY(%s) ORDER BY content_hash, id",
+            (site_id, list(set(hashes))),
+        ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def move_source(db: Database, site_id: str, old: str, new: str, category: str, metadata: dict[str, Any]) -> bool:
+    """Give a stored document another source (its chunks stay); `metadata` is merged in and 'uploaded'
+    dropped. False when `old` is not stored or `new` already is."""
+    with db.connection() as conn:
+        with conn.transaction():
+            _lock_source(conn, site_id, new)
+            moved = conn.execute(
+                "UPDATE documents SET source = %s, category = %s,"
+                " metadata = (coalesce(metadata, '{}'::jsonb) - 'uploaded') || %s::jsonb, updated_at = now()"
+                " WHERE site_id = %s AND source = %s"
+                " AND NOT EXISTS (SELECT 1 FROM documents WHERE site_id = %s AND source = %s)",
+                (new, category, json.dumps(metadata, default=str), site_id, old, site_id, new)).rowcount
+    return bool(moved)
+
+
+def stored_sources(db: Database, site_id: str, candidates: Sequence[str]) -> set[str]:
+    """Those of `candidates` that are sources of stored documents of the site."""
+    if not candidates:
+        return set()
+    with db.connection() as conn:
+        rows = conn.execute("SELECT source FROM documents WHERE site_id = %s AND source = ANY(%s)",
+                            (site_id, list(candidates))).fetchall()
+    return {r[0] for r in rows}
 
 
 def merge_document_metadata(db: Database, site_id: str, source: str, patch: dict[str, Any]) -> None:

@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -27,6 +26,7 @@ from rag_core.errors import CrawlRefused, FetchError
 from rag_core.ingest import store
 from rag_core.ingest.crawl import CrawledPage, PageError, WebCrawler, run
 from rag_core.ingest.loaders import LoadedDocument
+from rag_core.ingest.loaders.document import parse_date
 from rag_core.ingest.pipeline import (
     PIPELINE_VERSION, IngestPipeline, Progress, ProgressCallback, SourceItem, SourceOutcome, sha256,
 )
@@ -169,19 +169,6 @@ def _error(err: PageError) -> dict[str, str]:
     return {"url": err.url, "reason": err.reason, "message": err.message}
 
 
-def _parse_date(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        try:
-            parsed = parsedate_to_datetime(str(value))
-        except (TypeError, ValueError, IndexError):
-            return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
 def page_metadata(page: CrawledPage) -> dict[str, Any]:
     """The validators and fetch facts stored in documents.metadata for a crawled page."""
     crawled_at = None
@@ -198,7 +185,7 @@ def page_item(page: CrawledPage, site_id: str) -> SourceItem:
     """A SourceItem for a fetched page: hashed on its extracted text and title, loaded already."""
     doc: LoadedDocument = page.document  # type: ignore[assignment]
     data = doc.text.encode("utf-8")
-    doc_date = (_parse_date(doc.metadata.get("date")) or _parse_date(page.last_modified)
+    doc_date = (parse_date(doc.metadata.get("date")) or parse_date(page.last_modified)
                 or datetime.now(timezone.utc))
     return SourceItem(source=page.url, site_id=site_id, content_hash=sha256(data + (doc.title or "").encode()),
                       file_size=len(data), category="web", load=lambda: doc, doc_date=doc_date,

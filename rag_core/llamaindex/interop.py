@@ -15,10 +15,12 @@ import psycopg
 from psycopg import sql
 from llama_index.core.schema import MetadataMode
 
-from rag_core.errors import InvalidInput, NotFound
+from rag_core.db.database import URL_FORM, connectable_url, database_url_problem, describe_url, sqlalchemy_url
+from rag_core.errors import DatabaseError, InvalidInput, NotFound
 from rag_core.llamaindex.retriever import hits_to_nodes
 from rag_core.llamaindex.vector_store import WorkbenchVectorStore
 from rag_core.search.types import ChunkHit
+from rag_core.security.ids import check_id, check_users_site
 
 if TYPE_CHECKING:
     from llama_index.vector_stores.postgres import PGVectorStore
@@ -30,12 +32,13 @@ Progress = Callable[[int, int], None]
 SAME_EMBEDDER_COSINE = 0.98
 
 
-def _sqlalchemy_url(url: str) -> str:
-    """A libpq URL as SQLAlchemy's psycopg 3 dialect (sync and async) takes it."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
-        raise InvalidInput(f"The database URL must start with postgresql://; got '{scheme}://'.")
-    return f"postgresql+psycopg://{rest}"
+def _checked_url(url: str) -> str:
+    """--url as psycopg connects to it (with a connect timeout); a URL libpq cannot read is one line that never
+    quotes it, since it may hold a password."""
+    problem = database_url_problem(url)
+    if problem:
+        raise InvalidInput(f"--url is not a PostgreSQL URL: {problem}; write {URL_FORM}.", details={"field": "url"})
+    return connectable_url(url)
 
 
 def _check_table(table: str) -> str:
@@ -46,18 +49,29 @@ def _check_table(table: str) -> str:
 
 
 def _table_dimension(url: str, schema: str, table: str) -> int | None:
-    with psycopg.connect(url) as conn:
+    try:
+        conn = psycopg.connect(url)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"Cannot connect to PostgreSQL at {describe_url(url)}: "
+                            f"{_first_line(exc)}. Check --url and that the server runs.") from None
+    with conn:
         row = conn.execute(
             "SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attname = 'embedding'",
             (f'"{schema}"."data_{table}"',)).fetchone()
     return int(row[0]) if row else None
 
 
+def _first_line(exc: Exception) -> str:
+    """libpq's reason without the rest (libpq never quotes the password in a connection failure)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def pg_vector_store(url: str, table: str, dim: int, schema: str = "public", setup: bool = False) -> "PGVectorStore":
     """LlamaIndex's PGVectorStore for a table (psycopg 3 for both its sync and async engines)."""
     from llama_index.vector_stores.postgres import PGVectorStore
 
-    conn = _sqlalchemy_url(url)
+    conn = sqlalchemy_url(url)
     return PGVectorStore.from_params(connection_string=conn, async_connection_string=conn, table_name=table,
                                      schema_name=schema, embed_dim=dim, perform_setup=setup)
 
@@ -80,8 +94,10 @@ def _same_embedder(wb: "Workbench", node: Any) -> bool:
 
 def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: str | None = None,
                  schema: str = "public", batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
-    """Ingest every node of a PGVectorStore table into the workbench's store (site `site_id`)."""
-    url = url or wb.database_url
+    """Ingest every node of a PGVectorStore table into the workbench's store (site `site_id`); a document the
+    document rules refuse is skipped and listed under "refused"."""
+    check_users_site(site_id)
+    url = _checked_url(url) if url else connectable_url(wb.database_url)
     name = _check_table(table)
     dim = _table_dimension(url, schema, name)
     if dim is None:
@@ -95,6 +111,7 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
     target = WorkbenchVectorStore(wb, site_id=site_id)
     keep_vectors: bool | None = None
     done = 0
+    refused: list[str] = []
     try:
         start = 0
         while start < len(rows):
@@ -107,7 +124,10 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
             if not keep_vectors:
                 for node in nodes:
                     node.embedding = None
-            target.add(nodes)
+            try:
+                target.add(nodes)
+            except InvalidInput as exc:  # the batch's other documents are stored
+                refused.extend((exc.details or {}).get("refused", [exc.message]))
             done += len(nodes)
             start = end
             if progress:
@@ -115,7 +135,7 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
     finally:
         _dispose(pg)
     return {"table": name, "site_id": site_id, "nodes": done, "documents": len({r[1] for r in rows}),
-            "dimension": dim, "re_embedded": bool(rows) and not keep_vectors}
+            "dimension": dim, "re_embedded": bool(rows) and not keep_vectors, "refused": refused}
 
 
 _EXPORT_SQL = """
@@ -130,7 +150,7 @@ ORDER BY c.id LIMIT %(batch)s
 def export_table(wb: "Workbench", table: str, *, site_id: str = "default", url: str | None = None,
                  schema: str = "public", batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
     """Write a site's chunks with their vectors and metadata into a PGVectorStore table (created if missing)."""
-    url = url or wb.database_url
+    url = _checked_url(url) if url else connectable_url(wb.database_url)
     name = _check_table(table)
     wb._require_compatible_store()
     from rag_core.ingest import store

@@ -18,6 +18,8 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from rag_core.errors import InvalidQuery
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import MODES, validate_search
+from rag_core.security.ids import check_id
+from rag_core.security.text import check_storable
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
@@ -69,6 +71,7 @@ def filter_scope(filters: MetadataFilters | None, site_id: str | None = None) ->
         target, op = FILTER_KEYS.get(f.key), f.operator
         if target is None:
             raise _unsupported(f"A filter on '{f.key}'")
+        check_storable(f.value, f"The filter on '{f.key}'")  # a NUL or a lone surrogate never reaches SQL
         if target == "types" and op in (FilterOperator.EQ, FilterOperator.IN):
             types += [f.value] if isinstance(f.value, str) else list(f.value or [])
         elif target == "date" and op in (FilterOperator.GTE, FilterOperator.GT, FilterOperator.EQ):
@@ -82,6 +85,7 @@ def filter_scope(filters: MetadataFilters | None, site_id: str | None = None) ->
         elif target == "source" and op in (FilterOperator.EQ, FilterOperator.TEXT_MATCH) and isinstance(f.value, str):
             source = f.value
         elif target == "site_id" and op == FilterOperator.EQ and isinstance(f.value, str):
+            check_id(f.value, f"The filter on '{f.key}'")
             if site_id is not None and f.value != site_id:
                 raise InvalidQuery(f"The filter site={f.value!r} contradicts site_id={site_id!r}; give one of them.",
                                    details={"field": "filters"})
@@ -102,7 +106,7 @@ def node_ids(wb: "Workbench", hits: Sequence[ChunkHit]) -> dict[int, tuple[str, 
     """
     if not hits:
         return {}
-    with wb.db.connection() as conn:
+    with wb.reads.connection() as conn:
         rows = conn.execute(
             "SELECT c.id, coalesce(c.metadata->>'node_id', 'rag-' || c.document_id || '-' || c.chunk_index),"
             " coalesce(d.metadata->>'ref_doc_id', d.source), c.metadata->'node_metadata'"
@@ -155,8 +159,9 @@ def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dic
 
     import numpy as np
 
+    check_storable(query, "query")
     wb._require_compatible_store()
-    text = " ".join((query or "").replace("\x00", " ").split())
+    text = " ".join((query or "").split())
     if not text and (mode != "semantic" or embedding is None):
         raise InvalidQuery("The query is empty; give the text to retrieve for.", details={"field": "query"})
     if embedding is not None:
@@ -165,7 +170,7 @@ def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dic
         emb = embed_query(wb.embedder, text) if mode != "fulltext" else None
     # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
     # the scores search reports. The default fusion ranked another embedder's hits in another order.
-    hits = search_chunks(wb.db, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
+    hits = search_chunks(wb.reads, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
     return hits_to_nodes(wb, hits)
 
 
@@ -175,7 +180,7 @@ class WorkbenchRetriever(BaseRetriever):
     Args:
         mode: hybrid, semantic or fulltext.
         k: chunks per query (1-1000).
-        site_id: one site; None retrieves from every site except the evaluation sites.
+        site_id: one site; None retrieves from every site except the evaluation sites and the sample.
         filters: LlamaIndex MetadataFilters on file_type, doc_date, source and site.
     """
 

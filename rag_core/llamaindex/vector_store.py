@@ -19,10 +19,13 @@ from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
 )
 
-from rag_core.errors import InvalidInput, InvalidQuery
+from rag_core.errors import InvalidInput, InvalidQuery, RagError
 from rag_core.ingest import store
 from rag_core.llamaindex.retriever import filter_scope, retrieve_nodes
 from rag_core.search.validation import DOCUMENT_TYPES
+from rag_core.security.documents import check_document
+from rag_core.security.ids import check_optional_id
+from rag_core.security.text import visible_title
 from rag_core.textproc import detect_language, embedding_input, fts_text
 
 if TYPE_CHECKING:
@@ -44,11 +47,16 @@ def _json_safe(data: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(data, default=str))
 
 
+def _source_of(ref_id: str, metadata: dict[str, Any]) -> str:
+    return next((str(metadata[k]) for k in SOURCE_KEYS if metadata.get(k)), f"llamaindex:{ref_id}")
+
+
 def _document_row(site_id: str, ref_id: str, nodes: Sequence[BaseNode], vectors: Sequence[Sequence[float]]
                   ) -> store.DocumentRow:
     first = nodes[0].metadata or {}
-    source = next((str(first[k]) for k in SOURCE_KEYS if first.get(k)), f"llamaindex:{ref_id}")
-    title = next((str(first[k]) for k in TITLE_KEYS if first.get(k)), Path(source).name or ref_id)
+    source = _source_of(ref_id, first)
+    # A title from a node's metadata is cleaned like one from a document's content (`rag ingest`).
+    title = visible_title(next((str(first[k]) for k in TITLE_KEYS if first.get(k)), Path(source).name or ref_id))
     suffix = Path(source).suffix.lower().lstrip(".")
     file_type = next((t for t in (str(first.get("file_type", "")).lower(), suffix) if t in DOCUMENT_TYPES), "txt")
     doc_date = None
@@ -108,6 +116,7 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
     _wb: Any = PrivateAttr()
 
     def __init__(self, wb: "Workbench", site_id: str | None = None, **kwargs: Any) -> None:
+        check_optional_id(site_id, "site_id")
         super().__init__(site_id=site_id, **kwargs)
         self._wb = wb
 
@@ -126,13 +135,27 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
 
     # ----- writing -----
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        """Store nodes as chunks of their source documents (site: this store's, else 'default')."""
+        """Store nodes as chunks of their source documents (site: this store's, else 'default').
+
+        A document the document rules refuse (its source, its size: security/documents.py) is not embedded
+        or stored; the others are, then InvalidInput names the refused ones."""
         if not nodes:
             return []
         dim = self._dimension()
+        site = self.site_id or "default"
         groups: dict[str, list[BaseNode]] = {}
         for node in nodes:
             groups.setdefault(node.ref_doc_id or node.node_id, []).append(node)
+        refused: list[str] = []
+        for ref, group in list(groups.items()):
+            source = _source_of(ref, group[0].metadata or {})
+            try:
+                check_document(site, source, "\n\n".join(n.get_content(metadata_mode=MetadataMode.NONE)
+                                                          for n in group))
+            except RagError as exc:
+                refused.append(f"{source[:200]!r}: {exc.message}")
+                del groups[ref]
+        nodes = [n for group in groups.values() for n in group]
         missing = [n for n in nodes if n.embedding is None or len(n.embedding) != dim]
         if missing:  # LlamaIndex embedded with another model, or not at all: our embedder decides
             vectors = self._wb.embedder.get_text_embedding_batch(
@@ -141,21 +164,22 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
             fresh = {n.node_id: v for n, v in zip(missing, vectors)}
         else:
             fresh = {}
-        site = self.site_id or "default"
         rows = [_document_row(site, ref, group, [fresh.get(n.node_id, n.embedding) for n in group])
                 for ref, group in groups.items()]
         written = store.write_documents(self._wb.db, rows)
-        failed = [f"{doc.source}: {error}" for doc, _, _, error in written if error]
-        if failed:
-            raise InvalidInput("Some nodes could not be stored: " + "; ".join(failed[:3]))
+        failed = refused + [f"{doc.source[:200]!r}: {error}" for doc, _, _, error in written if error]
         with self._wb.db.connection() as conn:
             with conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE chunks SET metadata = metadata || %s::jsonb WHERE document_id = %s AND chunk_index = %s",
                     [(json.dumps({"node_id": n.node_id, "node_metadata": _json_safe(n.metadata or {})}, default=str),
                       doc_id, i)
-                     for (doc, doc_id, _, _), group in zip(written, groups.values()) for i, n in enumerate(group)])
+                     for (doc, doc_id, _, _), group in zip(written, groups.values()) if doc_id is not None
+                     for i, n in enumerate(group)])
         self._wb._after_write()
+        if failed:
+            raise InvalidInput(f"{len(failed)} document(s) could not be stored: " + "; ".join(failed[:3]),
+                               details={"refused": failed[:20]})
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:

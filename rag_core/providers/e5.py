@@ -24,6 +24,7 @@ asks; vectors are mean-pooled over the tokens and L2-normalised.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -33,7 +34,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 from rag_core.errors import ConfigError
@@ -334,10 +335,31 @@ def build_onnx(weights: E5Weights) -> Any:
 _CONVERTED = re.compile(r"e5-small-[0-9a-f]+-g\d+-(fp32|int8)\.onnx")  # onnx_file's names (not its .tmp files)
 
 
-def _drop_preprocessing_advice(record: logging.LogRecord) -> bool:
-    """onnxruntime's quantizer warns on the root logger that the model could be pre-processed first: advice
-    for whoever converts a model, which a user's first search would otherwise print on the console."""
-    return "pre-processing before quantization" not in record.getMessage()
+class _QuietQuantizer(logging.Filter):
+    """Drops onnxruntime's quantizer lines while it converts the encoder: it logs on the root logger one INFO
+    line per tensor (about 60 here, on the console of a service that logs at INFO) and a warning that the
+    model could be pre-processed first, advice for whoever converts a model (measured: it changes nothing
+    here). The conversion's own progress line stays; other warnings from the quantizer still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "onnxruntime" not in Path(record.pathname).parts:
+            return True
+        return record.levelno >= logging.WARNING and "pre-processing before quantization" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quantizer_quiet() -> Iterator[None]:
+    """_QuietQuantizer on the root logger (records logged on it) and its handlers (records passed up to it)."""
+    quiet = _QuietQuantizer()
+    root = logging.getLogger()
+    targets = [root, *root.handlers]
+    for target in targets:
+        target.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for target in targets:
+            target.removeFilter(quiet)
 
 
 def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[str], None] | None = None) -> Path:
@@ -370,13 +392,9 @@ def onnx_file(weights: E5Weights, folder: Path, int8: bool, report: Callable[[st
         report(f"e5-small: quantizing the encoder to int8 (once) -> {target}")
         tmp = target.with_suffix(f".{os.getpid()}.tmp.onnx")
         # DefaultTensorType: ONNX shape inference cannot type the contrib ops' outputs
-        root = logging.getLogger()
-        root.addFilter(_drop_preprocessing_advice)  # measured: its pre-processing changes nothing here
-        try:
+        with _quantizer_quiet():
             quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-        finally:
-            root.removeFilter(_drop_preprocessing_advice)
         tmp.replace(target)
     return target
 

@@ -86,11 +86,21 @@ class ExtractiveLLM(LLM):
         return f"{previous} {question}".strip() if previous else question
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
-        from rag_core.chat.extractive import answers_question, compose, pick_sentences, score_sentences
+        from rag_core.chat.extractive import (answers_question, asks_for_subject, compose, pick_sentences,
+                                              score_sentences)
 
         words = labels(request.language)
         if not request.passages:
             text = words["retrieval_off"] if request.retrieval_off else words["no_context"]
+            if on_token:
+                on_token(text)
+            return text
+        subjects = {p.n: p.title for p in request.passages if p.title not in request.question} \
+            if asks_for_subject(request.question) else {}
+        if request.units:  # judged by the turn already (rag_core.chat.grounding)
+            answering = sorted((u for u in request.units if u.answers), key=lambda u: -u.score)
+            text = compose(pick_sentences(answering, max_sentences=self.max_sentences), subjects) if answering \
+                else words["no_context"]
             if on_token:
                 on_token(text)
             return text
@@ -100,17 +110,14 @@ class ExtractiveLLM(LLM):
             embed = lambda texts: np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32)  # noqa: E731
             embed_query = lambda q: np.asarray(model.get_query_embedding(q), dtype=np.float32)  # noqa: E731
         context_query = request.retrieval_query if request.retrieval_query != request.question else ""
-        titles = {p.n: p.title for p in request.passages}
         answers_dense = self.scale.answers_dense
         scored = score_sentences(request.question, [(p.n, p.text) for p in request.passages],
                                  context_query=context_query, embed=embed, embed_query=embed_query,
                                  relevance=None if self.scale.is_identity else self.scale.relevance)
-        if not scored:
-            text = words["no_answer"]
-        elif answers_question(scored[0], min_dense=answers_dense):
-            text = compose(pick_sentences(scored, max_sentences=self.max_sentences), titles)
+        if scored and answers_question(scored[0], min_dense=answers_dense):
+            text = compose(pick_sentences(scored, max_sentences=self.max_sentences), subjects)
         else:
-            text = f"{words['no_answer']}\n{words['closest']} {compose(scored[:1], titles)}"
+            text = words["no_context"]
         if on_token:
             on_token(text)
         return text

@@ -87,6 +87,7 @@ import numpy as np
 from rag_core.errors import IndexUnavailable
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest
+from rag_core.security.ids import every_site_sql
 from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
 # Dense candidates of a small filtered set are ranked exactly (its vectors read whole), of a larger
@@ -288,11 +289,11 @@ def _like_prefix(value: str) -> str:
 
 
 def _scope_sql(scope: _Scope) -> dict[str, str]:
-    """SQL fragments for the site scope (evaluation sites are never part of 'every site')."""
+    """SQL fragments for the site scope (evaluation sites and the sample are never part of 'every site')."""
     if scope.site_id is not None:
         site = "{a}.site_id = %(site)s"
     else:
-        site = "{a}.site_id NOT LIKE 'eval:%%'"
+        site = every_site_sql("{a}.site_id")
     filters = []
     if scope.types:
         filters.append("d.file_type = ANY(%(types)s)")

@@ -15,8 +15,10 @@ from typing import Any
 import orjson
 
 from rag_core.db.database import Database
+from rag_core.db.replicas import ReadRouter
 from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics
 from rag_core.search.validation import MODES
+from rag_core.security.ids import every_site_sql
 
 log = logging.getLogger(__name__)
 
@@ -212,22 +214,24 @@ def _since(value: Any) -> dt.datetime | None:
     raise TypeError(f"since must be a datetime, date, timedelta or ISO string; got {value!r}")
 
 
-def _scope(db: Database, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
+def _scope(reads: ReadRouter, site_id: str | None, since: Any) -> tuple[str, dt.datetime | None]:
     """The WHERE clause (params: site, since) for one site or every site but the evaluation sites
-    ('eval:*'), from `since` on; the background writer is flushed first so the rows are all there."""
+    ('eval:*') and the sample, from `since` on; the background writer is flushed to the primary first, and the
+    read waits for a replica that has the rows, so they are all there."""
     start = _since(since)
-    flush_query_log(db)
+    flush_query_log(reads.primary)
+    reads.note_write()
     where = ("site_id = %(site)s" if site_id is not None
-             else "(site_id IS NULL OR site_id NOT LIKE 'eval:%%')")
+             else f"(site_id IS NULL OR {every_site_sql('site_id')})")
     if start is not None:
         where += " AND created_at >= %(since)s"
     return where, start
 
 
-def search_metrics(db: Database, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
+def search_metrics(db: ReadRouter, site_id: str | None = None, since: Any = None, top: int = 10) -> SearchMetrics:
     """Counts, latency, popular and zero-result queries and a per-day series for one site or all.
 
-    With site_id None every site counts except the evaluation sites ('eval:*').
+    With site_id None every site counts except the evaluation sites ('eval:*') and the sample ('sample').
     """
     where, start = _scope(db, site_id, since)
     args = {"site": site_id, "since": start, "top": top}
@@ -237,6 +241,9 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
     zero = ("error_code IS NULL AND result_count = 0 AND params ->> 'date_from' IS NULL "
             "AND params ->> 'date_to' IS NULL")
     with db.connection() as conn:
+        # Every figure, the latency histogram included, from one snapshot of the log: the background writer
+        # adds rows meanwhile, and totals computed a moment apart disagreed with the charts beside them.
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         total, errors, zeros, hits, avg_ms, p50, p95, typed_total = conn.execute(
             f"""SELECT count(*), count(*) FILTER (WHERE error_code IS NOT NULL),
                        count(*) FILTER (WHERE {zero} AND {typed}),
@@ -268,8 +275,11 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
             f"""SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*),
                        count(*) FILTER (WHERE error_code IS NOT NULL),
                        count(*) FILTER (WHERE {zero} AND {typed}),
-                       avg(duration_ms) FILTER (WHERE error_code IS NULL)
+                       avg(duration_ms) FILTER (WHERE error_code IS NULL),
+                       count(*) FILTER (WHERE {typed})
                 FROM query_log WHERE {where} GROUP BY 1 ORDER BY 1""", args).fetchall()
+        latency = _latency_histogram(conn, where, {**args, "edges": [float(e) for e in LATENCY_EDGES_MS]},
+                                     LATENCY_EDGES_MS)
 
     def ms(value: Any) -> float | None:
         return round(float(value), 1) if value is not None else None
@@ -284,8 +294,9 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
         "stage_p50_ms": {k: round(float(v), 2) for k, v in sorted(stages.items())},
         "popular_queries": [{"query": q, "count": n, "last_at": last.isoformat()} for q, n, last in popular],
         "zero_result_queries": [{"query": q, "count": n, "last_at": last.isoformat()} for q, n, last in zero_rows],
-        "daily": [{"day": d.isoformat(), "searches": n, "errors": e, "zero_results": z, "avg_ms": ms(a)}
-                  for d, n, e, z, a in daily],
+        "daily": [{"day": d.isoformat(), "searches": n, "typed_searches": t, "errors": e, "zero_results": z,
+                   "avg_ms": ms(a)} for d, n, e, z, a, t in daily],
+        "latency": latency,
     }
 
 
@@ -293,20 +304,25 @@ def search_metrics(db: Database, site_id: str | None = None, since: Any = None, 
 LATENCY_EDGES_MS = (10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
 
 
-def latency_histogram(db: Database, site_id: str | None = None, since: Any = None,
+def latency_histogram(db: ReadRouter, site_id: str | None = None, since: Any = None,
                       edges_ms: tuple[float, ...] = LATENCY_EDGES_MS) -> LatencyHistogram:
     """Successful searches counted per latency bucket (aggregated in SQL), with p50 and p95."""
     where, start = _scope(db, site_id, since)
-    where += " AND error_code IS NULL"
     args = {"site": site_id, "since": start, "edges": [float(e) for e in edges_ms]}
     with db.connection() as conn:
-        counts = dict(conn.execute(
-            f"SELECT width_bucket(duration_ms, %(edges)s::float8[]), count(*) FROM query_log WHERE {where} GROUP BY 1",
-            args).fetchall())
-        total, p50, p95 = conn.execute(
-            f"""SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms),
-                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)
-                FROM query_log WHERE {where}""", args).fetchone()
+        return _latency_histogram(conn, where, args, edges_ms)
+
+
+def _latency_histogram(conn: Any, where: str, args: dict[str, Any], edges_ms: tuple[float, ...]) -> LatencyHistogram:
+    """The histogram of the successful searches under `where` (params: site, since, edges), on `conn`."""
+    where += " AND error_code IS NULL"
+    counts = dict(conn.execute(
+        f"SELECT width_bucket(duration_ms, %(edges)s::float8[]), count(*) FROM query_log WHERE {where} GROUP BY 1",
+        args).fetchall())
+    total, p50, p95 = conn.execute(
+        f"""SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms),
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)
+            FROM query_log WHERE {where}""", args).fetchone()
     bounds = [0.0, *[float(e) for e in edges_ms], None]
     buckets = []
     for i in range(len(bounds) - 1):
@@ -317,7 +333,7 @@ def latency_histogram(db: Database, site_id: str | None = None, since: Any = Non
             "p95_ms": round(float(p95), 1) if p95 is not None else None, "buckets": buckets}
 
 
-def recent_searches(db: Database, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[LoggedSearch]:
+def recent_searches(db: ReadRouter, site_id: str | None = None, since: Any = None, limit: int = 1000) -> list[LoggedSearch]:
     """The latest query_log rows, newest first, as plain dicts (the notebook's query-log frame)."""
     where, start = _scope(db, site_id, since)
     with db.connection() as conn:

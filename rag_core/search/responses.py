@@ -88,9 +88,26 @@ class QueryCount(TypedDict):
 class DailySearches(TypedDict):
     day: str  # YYYY-MM-DD, UTC
     searches: int
+    typed_searches: int  # of them typed by people (not a page, filter or chart click repeating a search)
     errors: int
     zero_results: int
     avg_ms: float | None
+
+
+class LatencyBucket(TypedDict):
+    label: str
+    from_ms: float
+    to_ms: float | None  # None: the open-ended last bucket
+    searches: int
+
+
+class LatencyHistogram(TypedDict):
+    """`Workbench.search_latency_histogram()`: successful searches per latency bucket, with p50 and p95."""
+
+    searches: int
+    p50_ms: float | None
+    p95_ms: float | None
+    buckets: list[LatencyBucket]
 
 
 class SearchMetrics(TypedDict):
@@ -112,22 +129,7 @@ class SearchMetrics(TypedDict):
     popular_queries: list[QueryCount]
     zero_result_queries: list[QueryCount]
     daily: list[DailySearches]
-
-
-class LatencyBucket(TypedDict):
-    label: str
-    from_ms: float
-    to_ms: float | None  # None: the open-ended last bucket
-    searches: int
-
-
-class LatencyHistogram(TypedDict):
-    """`Workbench.search_latency_histogram()`: successful searches per latency bucket, with p50 and p95."""
-
-    searches: int
-    p50_ms: float | None
-    p95_ms: float | None
-    buckets: list[LatencyBucket]
+    latency: LatencyHistogram  # the successful searches per latency bucket, from the same snapshot
 
 
 class LoggedSearch(TypedDict):

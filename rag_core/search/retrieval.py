@@ -10,7 +10,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from rag_core.db.database import Database
+from rag_core.db.database import Connections
 from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, search_chunks
 from rag_core.search.types import ChunkHit
 
@@ -47,6 +47,29 @@ class QueryEmbeddingCache:
                 self._items.popitem(last=False)
         return vector
 
+    def get_texts(self, embedder: BaseEmbedding, texts: Sequence[str]) -> np.ndarray:
+        """Passage-side vectors of texts (`get_text_embedding_batch`), the missing ones embedded in one batch."""
+        ident = embedder_key(embedder)
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                vector = self._items.get((ident, text))
+                if vector is not None:
+                    self._items.move_to_end((ident, text))
+                    found[text] = vector
+            self.hits += len(found)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            vectors = np.asarray(embedder.get_text_embedding_batch(missing), dtype=np.float32)
+            with self._lock:
+                self.misses += len(missing)
+                for text, vector in zip(missing, vectors):
+                    vector.flags.writeable = False
+                    found[text] = self._items[(ident, text)] = vector
+                while len(self._items) > self.max_entries:
+                    self._items.popitem(last=False)
+        return np.stack([found[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -60,6 +83,14 @@ def embedder_key(embedder: BaseEmbedding) -> tuple:
 
 
 QUERY_EMBEDDINGS = QueryEmbeddingCache()
+# Chat reads the same passages' sentences turn after turn: their vectors are kept apart from the queries'
+# (an embedder may embed a query and a passage differently).
+PASSAGE_EMBEDDINGS = QueryEmbeddingCache(max_entries=16384)
+
+
+def embed_passages(embedder: BaseEmbedding, texts: Sequence[str]) -> np.ndarray:
+    """Passage-side vectors of texts as float32 rows, cached."""
+    return PASSAGE_EMBEDDINGS.get_texts(embedder, texts)
 
 
 def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
@@ -67,7 +98,7 @@ def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
     return QUERY_EMBEDDINGS.get(embedder, query)
 
 
-def retrieve_chunks(db: Database, embedder: BaseEmbedding, query: str, *, k: int = 5,
+def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str, *, k: int = 5,
                     site_id: str | None = None, sources: Sequence[str] | None = None,
                     mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.

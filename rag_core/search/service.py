@@ -22,6 +22,7 @@ import psycopg
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.db.database import Database
+from rag_core.db.replicas import ReadRouter
 from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.calibration import cosine_scale
 from rag_core.providers.rerankers import Reranker, build_reranker
@@ -81,8 +82,11 @@ class SearchEngine:
     """The search behind Workbench.search: one per Workbench, thread-safe."""
 
     def __init__(self, db: Database, settings: Any, embedder: Callable[[], BaseEmbedding],
-                 check_store: Callable[[], None], fusion: Fusion = DEFAULT_FUSION) -> None:
+                 check_store: Callable[[], None], fusion: Fusion = DEFAULT_FUSION,
+                 reads: ReadRouter | None = None) -> None:
+        """``db`` is the primary (the query log is written there); ``reads`` where the searches read (replicas)."""
         self.db = db
+        self.reads = reads if reads is not None else ReadRouter(db)
         self.settings = settings
         self._embedder = embedder
         self._check_store = check_store
@@ -90,8 +94,8 @@ class SearchEngine:
             fusion = replace(fusion, cosine_floor=cosine_floor(settings.embedder, settings.search_cosine_floor))
         self.fusion = fusion
         self.cache = build_search_cache(settings)
-        self.recent_queries = RecentQueries(db)
-        self.hit_words = HitWords(db)
+        self.recent_queries = RecentQueries(self.reads)
+        self.hit_words = HitWords(self.reads)
         self._reranker: Any = _UNSET
         self._model_ready = False
         self._model_lock = threading.Lock()
@@ -175,7 +179,7 @@ class SearchEngine:
             return response
         try:
             if not self._model_ready and req.mode != "fulltext":
-                check_indexed(self.db, req.site_id)  # an empty store answers before the model loads (seconds)
+                check_indexed(self.reads, req.site_id)  # an empty store answers before the model loads (seconds)
             load = self._ready_model(req.mode)
             started += load  # the search's time is its own; the model's load is logged beside it
             response, terms, plan, stages = self._run(req)
@@ -223,11 +227,11 @@ class SearchEngine:
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
-            core = search_documents(self.db, req.query, emb, core_req, self.fusion)
+            core = search_documents(self.reads, req.query, emb, core_req, self.fusion)
             documents = core.documents
         else:
             depth = max(RERANK_DEPTH, req.page * req.limit)
-            core = search_documents(self.db, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
+            core = search_documents(self.reads, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
         # Highlights are marked in Python from the lexemes the statement returned; suggestions come from the
@@ -336,7 +340,7 @@ class SearchEngine:
 
     def metrics(self, site_id: str | None = None, since: Any = None) -> SearchMetrics:
         try:
-            return search_metrics(self.db, site_id=site_id, since=since)
+            return search_metrics(self.reads, site_id=site_id, since=since)
         except psycopg.Error as exc:
             raise DatabaseError("The database failed while reading the query log; check that PostgreSQL is running.",
                                 details={"reason": type(exc).__name__}) from exc

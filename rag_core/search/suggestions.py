@@ -21,6 +21,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Collection, Sequence
 
+from rag_core.security.ids import every_site_sql
 from rag_core.textproc import FTS_CONFIG
 
 MAX_SUGGESTIONS = 3
@@ -38,7 +39,7 @@ def _site_clause(site_id: str | None) -> str:
 
 def _site_clause_stats(site_id: str | None, alias: str = "") -> str:
     col = f"{alias}.site_id" if alias else "site_id"
-    return f"{col} = %(site)s" if site_id is not None else f"{col} NOT LIKE 'eval:%%'"
+    return f"{col} = %(site)s" if site_id is not None else every_site_sql(col)
 
 
 @dataclass

@@ -20,6 +20,21 @@ _ID = re.compile(ID_PATTERN[1:-1])
 
 # The site (tenant) documents, sessions and judgements belong to when none is named.
 DEFAULT_SITE = "default"
+# The first-run sample corpus (the project's README and docs) lives apart from a user's documents.
+SAMPLE_SITE = "sample"
+# Evaluation sets live in sites with this prefix.
+EVAL_SITE_PREFIX = "eval:"
+
+
+def every_site_sql(column: str) -> str:
+    """The SQL condition on a site column for 'every site': a user's own sites, never the evaluation sites
+    nor the sample corpus (a query with parameters: the % is doubled)."""
+    return f"({column} NOT LIKE '{EVAL_SITE_PREFIX}%%' AND {column} <> '{SAMPLE_SITE}')"
+
+
+def is_users_site(site_id: str) -> bool:
+    """Whether `site_id` belongs to 'every site' (neither an evaluation site nor the sample)."""
+    return not site_id.startswith(EVAL_SITE_PREFIX) and site_id != SAMPLE_SITE
 
 
 def is_valid_id(value: object) -> bool:
@@ -33,6 +48,17 @@ def check_id(value: str, field: str) -> str:
         shown = repr(value)[:60] if isinstance(value, str) else type(value).__name__
         raise InvalidInput(f"{field} {shown} is not a valid id: use {ID_RULE}.",
                            details={"field": field, "allowed": ID_RULE})
+    return value
+
+
+def check_users_site(value: str, field: str = "site_id") -> str:
+    """check_id for a site a user writes into: the evaluation sets' prefix is reserved (their documents would be
+    hidden from every search of 'every site')."""
+    check_id(value, field)
+    if value.startswith(EVAL_SITE_PREFIX):
+        raise InvalidInput(f"{field} '{value}' starts with '{EVAL_SITE_PREFIX}', which is reserved for the evaluation "
+                           "sets (`rag eval`); choose another site id.",
+                           details={"field": field, "reserved": EVAL_SITE_PREFIX})
     return value
 
 

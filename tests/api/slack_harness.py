@@ -5,13 +5,19 @@ Test modules import the fixtures they use (`from slack_harness import slack_api,
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import httpx
 import pytest
 import uvicorn
 
@@ -94,3 +100,51 @@ def start_bot(wb: Workbench, slack_api: SlackApiServer, site: str) -> Iterator[C
     yield start
     for manager in reversed(stack):
         manager.__exit__(None, None, None)
+
+
+# --------------------------------------------------------------------------- `rag slack` as a subprocess
+
+RAG = Path(sys.executable).with_name("rag")
+
+
+def slack_env(api: SlackApiServer, database_url: str, tmp_path: Path, site: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "SLACK_"))}
+    env.update({"RAG_MODELS_DIR": os.environ["RAG_MODELS_DIR"],  # the session's converted models (conftest)
+                "DATABASE_URL": database_url, "RAG_DATA_DIR": str(tmp_path / "data"), "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_SIGNING_SECRET": SECRET, "RAG_SLACK_API_URL": api.base_url,
+                "RAG_SLACK_SITE_MAP": f"{TEAM}={site}", "RAG_SLACK_ADMINS": ADMIN, "RAG_SLACK_PROGRESS_SEC": "0",
+                "RAG_ALLOWED_DOMAINS": "127.0.0.1", "RAG_ALLOW_PRIVATE_NETWORKS": "true", "RAG_CRAWL_DELAY_SEC": "0",
+                **extra})
+    return env
+
+
+@contextmanager
+def rag_slack(env: dict[str, str], cwd: Path, log: Path) -> Iterator[str]:
+    """`rag slack` on a free port until the block ends (SIGTERM); yields its base URL once /health answers."""
+    with rag_slack_process(env, cwd, log) as (base, _):
+        yield base
+
+
+@contextmanager
+def rag_slack_process(env: dict[str, str], cwd: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`rag slack` as rag_slack starts it; yields its base URL and the process."""
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen([str(RAG), "slack", "--port", str(port)], env=env, cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"rag slack exited: {log.read_text()[-3000:]}"
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"no /health in 120 s: {log.read_text()[-3000:]}"
+            time.sleep(0.2)
+        yield base, proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)

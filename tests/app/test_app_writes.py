@@ -99,7 +99,8 @@ def test_reset_asks_first_and_conversations_are_renamed_and_deleted(app_wb, app_
     at.button(key="chat_reset_no").click().run()  # Cancel keeps it
     assert len(app_wb.chat_history(current)) == 2 and not at.sidebar.warning
 
-    at.selectbox(key="chat_manage_pick").set_value(other).run()
+    # Rename and Delete act on the open conversation: open the other one first.
+    at.selectbox(key="chat_session_pick").set_value(other).run()
     at.text_input(key=f"chat_title_{other}").input("Spring maintenance").run()
     at.button(key="chat_rename").click().run()
     assert_clean(at)
@@ -108,13 +109,13 @@ def test_reset_asks_first_and_conversations_are_renamed_and_deleted(app_wb, app_
     picker = at.selectbox(key="chat_session_pick")
     assert "Spring maintenance · 1 message" in picker.options
 
-    at.selectbox(key="chat_manage_pick").set_value(other).run()
     assert at.button(key="chat_delete").disabled  # the checkbox confirms first
     at.checkbox(key=f"chat_delete_sure_{other}").check().run()
     at.button(key="chat_delete").click().run()
     assert_clean(at)
     assert app_wb.get_session(other) is None and app_wb.get_session(current) is not None
     assert any("Deleted 'Spring maintenance'" in t.value for t in at.toast)
+    at.selectbox(key="chat_session_pick").set_value(current).run()
 
     at.button(key="chat_reset").click().run()
     at.button(key="chat_reset_yes").click().run()
@@ -213,3 +214,65 @@ def test_with_an_admin_key_only_the_admin_ingests_server_paths(empty_db_url, mon
     at.button(key="folder_go").click().run()
     assert_clean(at)
     assert any(s.value.startswith("1 indexed") for s in at.success)
+
+
+def test_a_file_uploaded_and_ingested_from_a_folder_is_one_document(app_wb, app_site, tmp_path) -> None:
+    """The same bytes by upload and from a folder path: one document, which keeps the path (a path can be
+    ingested again and pruned when its file is gone); search finds it once."""
+    text = "# Travel\n\nHotel nights on business trips are refunded up to 180 euros."
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "travel.md").write_text(text, encoding="utf-8")
+    (folder / "leave.md").write_text("# Leave\n\nEmployees get 25 days of leave a year.", encoding="utf-8")
+    at = open_app(app_site)
+    at.switch_page("app_pages/ingestion.py").run()
+    at.file_uploader(key="upload_files").set_value([("travel.md", text.encode(), "text/markdown")]).run()
+    at.button(key="upload_go").click().run()
+    at.text_input(key="folder_path").input(str(folder)).run()
+    at.button(key="folder_go").click().run()
+    assert_clean(at)
+    assert metric(at, "Documents") == "2"
+    sources = {d["source"] for d in app_wb.documents(site_id=app_site)}
+    assert sources == {(folder / "travel.md").as_posix(), (folder / "leave.md").as_posix()}
+    hits = app_wb.search("hotel nights refunded business trips", site_id=app_site)["results"]
+    assert [h["file_path"] for h in hits].count((folder / "travel.md").as_posix()) == 1
+    assert all(h["file_path"] != "travel.md" for h in hits)
+
+    # Uploaded again, it stays one document: the upload's outcome names the stored path.
+    at.file_uploader(key="upload_files").set_value([("travel-copy.md", text.encode(), "text/markdown")]).run()
+    at.button(key="upload_go").click().run()
+    assert_clean(at)
+    assert metric(at, "Documents") == "2"
+    row = at.dataframe[0].value.to_dict("records")[0]
+    assert row["status"] == "unchanged" and str(folder / "travel.md") in row["reason"]
+
+
+def test_an_uploaded_file_is_dated_by_its_own_properties_else_by_the_upload(app_wb, app_site, tmp_path) -> None:
+    """A .docx carries its dates in its core properties; a .txt has none and is dated by its upload: date
+    filters and the month facet then count both (an upload used to have no date at all)."""
+    import datetime as dt
+
+    import docx
+
+    document = docx.Document()
+    document.core_properties.created = dt.datetime(2021, 3, 2, 9, 0)
+    document.core_properties.modified = dt.datetime(2021, 3, 15, 9, 0)
+    document.add_paragraph("Boilers in the east wing are descaled every March.")
+    document.save(str(tmp_path / "boilers.docx"))
+    at = open_app(app_site)
+    at.switch_page("app_pages/ingestion.py").run()
+    at.file_uploader(key="upload_files").set_value([
+        ("boilers.docx", (tmp_path / "boilers.docx").read_bytes(),
+         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("chillers.txt", b"Chillers in the east wing are checked every spring.", "text/plain")]).run()
+    at.button(key="upload_go").click().run()
+    assert_clean(at)
+    dates = {d["source"]: d["doc_date"] for d in app_wb.documents(site_id=app_site)}
+    assert dates["boilers.docx"] == dt.datetime(2021, 3, 15, 9, 0, tzinfo=dt.timezone.utc)
+    assert dates["chillers.txt"] is not None
+    assert abs(dates["chillers.txt"] - dt.datetime.now(dt.timezone.utc)) < dt.timedelta(minutes=10)
+
+    march = app_wb.search("east wing", site_id=app_site, date_from="2021-03-01", date_to="2021-03-31")
+    assert [r["file_path"] for r in march["results"]] == ["boilers.docx"]
+    months = app_wb.search("east wing", site_id=app_site)["facets"]["date_distribution"]
+    assert months.get("2021-03") == 1 and months.get(dates["chillers.txt"].strftime("%Y-%m")) == 1

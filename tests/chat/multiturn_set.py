@@ -279,7 +279,7 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
 
     from rag_core.chat.prompts import labels
 
-    no_answer = [labels(language)["no_answer"] for language in ("en", "ru", "ja")]
+    no_answer = [labels(language)["no_context"] for language in ("en", "ru", "ja")]
     records = []
     for c, conversation in enumerate(CONVERSATIONS):
         session = f"mt-{uuid.uuid4().hex[:12]}"

@@ -64,7 +64,7 @@ def _cited(turn) -> list:
 @pytest.mark.parametrize("question, follow_up, embedder", [
     ("How do I delete a document?", "And how do I do that from the command line?", "e5-small"),
     # A Russian question over the English guides is measured with use-multilingual: e5-small scores the delete
-    # section 0.80-0.82 for every Russian phrasing tried, at its chat floor 0.82 (README "Chat in a conversation").
+    # section 0.80-0.82 for every Russian phrasing tried, at its chat floor 0.82 (docs/chat.md, "Chat in a conversation").
     ("Как удалить документ из индекса?", "А как это сделать из командной строки?", "use-multilingual"),
 ])
 def test_a_follow_up_on_the_sample_corpus_quotes_the_command_of_its_topic(wb, sample_site, session_id, question,

@@ -8,7 +8,7 @@ import pytest
 
 from rag_core.chat.context import format_references, relevant_hits, within_budget
 from rag_core.chat.extractive import pick_sentences, score_sentences, split_sentences, terms
-from rag_core.chat.prompts import AnswerRequest, Passage, session_title
+from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.units import parse_duration
 from rag_core.errors import ConfigError, InvalidInput
 from rag_core.providers.llms import ExtractiveLLM, build_llm
@@ -75,7 +75,8 @@ def test_extractive_answer_cites_and_says_when_it_cannot_answer() -> None:
     unrelated = AnswerRequest(question="Who painted the Mona Lisa?", retrieval_query="Who painted the Mona Lisa?",
                               passages=[Passage(1, "a.md", "", "Retention deletes old chat messages.", 0.3)],
                               history=[])
-    assert llm.answer(unrelated).startswith("The documents found do not seem to answer this question.")
+    # Not answered: the same statement as when nothing was found, with no closest passage cited.
+    assert llm.answer(unrelated) == labels("en")["no_context"]
     none = AnswerRequest(question="q", retrieval_query="q", passages=[], history=[], language="ja")
     assert llm.answer(none) == "この質問に関連する文書が見つからなかったため、文書に基づいて回答できません。"
     assert llm.condense([{"role": "user", "content": "What is X?"}, {"role": "assistant", "content": "X is"}],
@@ -129,8 +130,7 @@ Ends with a lead-in:"""
 
 def test_answer_units_are_whole_sentences_items_and_blocks() -> None:
     units = split_sentences(MARKDOWN)
-    assert units == [
-        "Deleting documents",
+    assert units == [  # the heading is the context of what follows it, never a unit to quote
         "On the Documents page, tick a document and press Delete.",
         "From the command line:\n```\n.venv/bin/rag delete docs/old.md\n```",
         "The REST call is `DELETE /documents?source=docs/old.md&site=x` and it answers 204.",
@@ -160,15 +160,14 @@ def test_sources_read_most_similar_first_without_the_far_weaker_ones() -> None:
     assert trusted_order([]) == []
 
 
-def test_a_quote_names_its_document_unless_it_says_it() -> None:
+def test_a_quote_stands_without_its_documents_title() -> None:
+    """The title belongs to the Sources: an answer that starts with it reads as a heading quoted."""
     from rag_core.chat.extractive import Sentence, compose
 
     picked = [Sentence(1, 0, "国内の都市間鉄道網は欧州でも随一である。"), Sentence(1, 1, "首都はアムステルダム。"),
               Sentence(2, 0, "Hybrid search fuses two rankings.")]
-    assert compose(picked, {1: "オランダ", 2: "Hybrid search"}) == (
-        "オランダ — 国内の都市間鉄道網は欧州でも随一である。 [1] 首都はアムステルダム。 [1] "
-        "Hybrid search fuses two rankings. [2]")
-    assert compose(picked[:1]) == "国内の都市間鉄道網は欧州でも随一である。 [1]"
+    assert compose(picked) == (
+        "国内の都市間鉄道網は欧州でも随一である。 [1] 首都はアムステルダム。 [1] Hybrid search fuses two rankings. [2]")
 
 
 def test_source_panels_render_markdown_with_the_quotes_marked() -> None:
@@ -200,3 +199,25 @@ def test_history_and_context_is_the_text_a_client_answers_from() -> None:
         "CONTEXT:\n--- Reference 1 ---\nSource: a.md\nRoutes are 1.2 m wide.\n")
     empty = AnswerRequest(question="Hi", retrieval_query="Hi", passages=[], history=[])
     assert empty.history_and_context() == "HISTORY:\n(no earlier messages)\n\nCONTEXT:\n(no relevant passages)\n"
+
+
+def test_headings_titles_and_question_lines_are_context_never_quotes() -> None:
+    """What a document names (titles, headings, labels, an FAQ's questions) is matched as the context of the
+    sentences under it, and only those sentences are quoted; a spreadsheet row is a unit of its own."""
+    from rag_core.chat.extractive import answer_units
+
+    text = ("Acme — Leave Policy\n===================\n\n## Contractors\n\nContractors are not entitled to paid "
+            "leave.\n\nIT setup. Your laptop is handed over on day one.\n\nQ: How often is the firmware updated?\n"
+            "A: Every six weeks\n\nIs it waterproof?\nYes, it is rated IP68.\n\n## Sheet: Offices\n"
+            "Office: Osaka; Phone: 06-6345-7781\nOffice: Tokyo; Phone: 03-5211-4400\n")
+    units = [(u.kind, u.text, u.context) for u in answer_units(text)]
+    quotable = [(text, context) for kind, text, context in units if kind not in ("heading", "question")]
+    assert quotable == [
+        ("Contractors are not entitled to paid leave.", "Contractors"),
+        ("Your laptop is handed over on day one.", "IT setup."),
+        ("Every six weeks", "How often is the firmware updated?"),  # the answer label is dropped, never a heading
+        ("Yes, it is rated IP68.", "Is it waterproof?"),
+        ("Office: Osaka; Phone: 06-6345-7781", "Sheet: Offices"),
+        ("Office: Tokyo; Phone: 03-5211-4400", "Sheet: Offices"),
+    ]
+    assert ("heading", "Acme — Leave Policy", "") in units and not any("===" in t for _, t, _ in units)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -49,3 +50,29 @@ def test_notebooks_open_the_workbench_first_and_define_no_logic():
             defined = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Lambda))]
             assert not defined, f"{path.name} defines logic: move it into rag_core.evaluation"
         assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), f"{path.name} has stored outputs"
+
+
+def test_notebook_00_writes_no_judgement_the_user_did_not_make(pg_server_url, tmp_path, monkeypatch):
+    """On a folder without judgements.tsv the notebook runs its evaluation on an example held in memory:
+    the site's judged set (what Analytics scores as the user's) stays empty."""
+    from rag_core.db.database import create_database_if_missing, drop_database, with_database
+    from rag_core.evaluation.judged import judged_set
+    from rag_core.evaluation.notebooks import NOTEBOOK_DIR, execute_notebook
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "boilers.md").write_text("# Boilers\n\nThe boilers are descaled every autumn by the facilities team.")
+    (folder / "chillers.md").write_text("# Chillers\n\nChillers are checked every spring before the cooling season.")
+    url = with_database(pg_server_url, f"rag_nb00_{uuid.uuid4().hex[:8]}")
+    create_database_if_missing(url)
+    data_dir = tmp_path / "data"
+    for name, value in {**notebook_test_env(url, str(data_dir), {}), "RAG_NOTEBOOK_DOCS": str(folder)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("RAG_EVAL_DATA", raising=False)
+    try:
+        run = execute_notebook(NOTEBOOK_DIR / "00_your_documents.ipynb", tmp_path / "out.ipynb", timeout=900)
+        assert run.error is None, run.error
+    finally:
+        drop_database(url)
+    assert judged_set(data_dir, "my-documents")["queries"] == 0
+    assert not (data_dir / "judged").exists() or not any((data_dir / "judged").rglob("qrels.tsv"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 from filebuilders import ingest_dated_files
 
@@ -24,3 +26,12 @@ def corpus(wb, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     yield site_id, root.resolve()
     with wb.db.connection() as conn:
         conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
+
+
+@pytest.fixture
+def table_name(pg_url: str):
+    """A fresh PGVectorStore table name; its data_<name> table is dropped afterwards."""
+    name = f"li_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS data_{name}")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import numpy as np
-import psycopg
 import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
@@ -19,14 +17,6 @@ from rag_core.llamaindex.interop import pg_vector_store
 from rag_core.providers.embeddings import embedding_dimension
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def table_name(pg_url: str):
-    name = f"li_{uuid.uuid4().hex[:8]}"
-    yield name
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS data_{name}")
 
 
 def _invoke(*args: str) -> dict:
@@ -46,7 +36,7 @@ def test_import_keeps_vectors_of_the_same_embedder(wb, site, pg_url, table_name,
                                     embed_model=wb.embedder)
     summary = _invoke("import", "llamaindex", "--table", table_name, "--site", site, "--json")
     assert summary == {"table": table_name, "site_id": site, "nodes": 2, "documents": 2, "dimension": dim,
-                       "re_embedded": False}
+                       "re_embedded": False, "refused": []}
     found = wb.search("when does the river level rise", site_id=site)
     assert found["results"][0]["file_path"] == "/kb/glacier.txt"
     node = wb.as_retriever(site_id=site, k=1).retrieve("rye bread")[0].node

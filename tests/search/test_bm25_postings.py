@@ -7,20 +7,18 @@ import random
 import uuid
 from dataclasses import replace
 
-import numpy as np
 import psycopg
 import pytest
 
 from rag_core.db.database import Database, create_database_if_missing, drop_database, plain_url, with_database
 from rag_core.ingest.store import (
-    ChunkRow,
-    DocumentRow,
     _retype_embedding_column,
     delete_source,
     read_store_info,
     write_documents,
 )
 from rag_core.search.hybrid import DEFAULT_FUSION, fulltext_ranking, search_chunks
+from storebuilders import alembic_to, one_chunk_doc
 
 SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "zor", "vex", "qua", "sil", "bor", "nim", "pra", "dul", "fen", "gor"]
 VOCAB = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:6]})[:900]
@@ -29,15 +27,6 @@ VOCAB = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABL
 def _zipf_text(rng: random.Random, words: int) -> str:
     # Word i is drawn with weight 1 / (i + 1): a few common words, a long tail of rare ones.
     return " ".join(rng.choices(VOCAB, weights=[1 / (i + 1) for i in range(len(VOCAB))], k=words))
-
-
-def _doc(site_id: str, source: str, text: str, dim: int, file_type: str = "md", start: int = 0) -> DocumentRow:
-    chunk = ChunkRow(chunk_index=0, text=text, start_char=start, end_char=len(text), token_count=len(text.split()),
-                     page_number=None, language="en", fts_source=text,
-                     embedding=np.random.default_rng(len(text)).standard_normal(dim).astype(np.float32))
-    return DocumentRow(site_id=site_id, source=source, title=source, file_type=file_type, file_size=len(text),
-                       category="text", language="en", content_hash=uuid.uuid4().hex, content=text, doc_date=None,
-                       metadata={}, chunks=[chunk])
 
 
 def _dim(wb) -> int:
@@ -82,7 +71,7 @@ def zipf_site(wb) -> str:
     """400 one-chunk documents of Zipf-distributed words (common lexemes have long posting lists)."""
     site_id = f"t-zipf-{uuid.uuid4().hex[:6]}"
     rng, dim = random.Random(7), _dim(wb)
-    docs = [_doc(site_id, f"doc{i}.md", _zipf_text(rng, rng.randint(15, 150)), dim) for i in range(400)]
+    docs = [one_chunk_doc(site_id, f"doc{i}.md", _zipf_text(rng, rng.randint(15, 150)), dim) for i in range(400)]
     assert all(err is None for *_, err in write_documents(wb.db, docs))
     yield site_id
     with wb.db.connection() as conn:
@@ -150,8 +139,8 @@ def test_filtered_full_text_is_never_empty(wb, site) -> None:
     # The word is frequent in 60 markdown documents and said once in two long PDFs: with a shallow
     # walk the PDFs are far below the head of its list, and the filter must still find them.
     dim, rng = _dim(wb), random.Random(3)
-    docs = [_doc(site, f"m{i}.md", "quasarion " * 5 + _zipf_text(rng, 20), dim) for i in range(60)]
-    docs += [_doc(site, f"p{i}.pdf", "quasarion " + _zipf_text(rng, 300), dim, file_type="pdf") for i in range(2)]
+    docs = [one_chunk_doc(site, f"m{i}.md", "quasarion " * 5 + _zipf_text(rng, 20), dim) for i in range(60)]
+    docs += [one_chunk_doc(site, f"p{i}.pdf", "quasarion " + _zipf_text(rng, 300), dim, file_type="pdf") for i in range(2)]
     assert all(err is None for *_, err in write_documents(wb.db, docs))
     shallow = replace(DEFAULT_FUSION, depth=10, rescore=10, deep_depth=10)
     ranked, _ = fulltext_ranking(wb.db, "quasarion", k=10, site_id=site, types=("pdf",), fusion=shallow)
@@ -165,21 +154,21 @@ def test_filtered_full_text_is_never_empty(wb, site) -> None:
 
 def test_postings_follow_every_write(wb, site) -> None:
     dim, rng = _dim(wb), random.Random(5)
-    first = [_doc(site, f"d{i}.md", _zipf_text(rng, 40), dim) for i in range(6)]
+    first = [one_chunk_doc(site, f"d{i}.md", _zipf_text(rng, 40), dim) for i in range(6)]
     assert all(err is None for *_, err in write_documents(wb.db, first))
     with wb.db.connection() as conn:
         assert conn.execute("SELECT count(*) FROM postings WHERE site_id = %s", (site,)).fetchone()[0] > 0
         assert _postings_mismatch(conn, site) == 0
     # Replace two documents with new text.
     assert all(err is None for *_, err in write_documents(
-        wb.db, [_doc(site, "d0.md", "brand new words here", dim), _doc(site, "d1.md", _zipf_text(rng, 80), dim)]))
+        wb.db, [one_chunk_doc(site, "d0.md", "brand new words here", dim), one_chunk_doc(site, "d1.md", _zipf_text(rng, 80), dim)]))
     # A batch with one document the database rejects (offsets out of order): the batch is retried
     # one document at a time; the rejected one keeps its previous version, postings included.
     with wb.db.connection() as conn:
         before = conn.execute("SELECT lexeme, tf FROM postings p JOIN documents d ON d.id = p.document_id"
                               " WHERE d.site_id = %s AND d.source = 'd2.md' ORDER BY 1", (site,)).fetchall()
-    bad = _doc(site, "d2.md", "zzbroken " * 3, dim, start=10_000)
-    results = write_documents(wb.db, [_doc(site, "d3.md", "fresh text for three", dim), bad])
+    bad = one_chunk_doc(site, "d2.md", "zzbroken " * 3, dim, start=10_000)
+    results = write_documents(wb.db, [one_chunk_doc(site, "d3.md", "fresh text for three", dim), bad])
     assert [err is None for *_, err in results] == [True, False]
     with wb.db.connection() as conn:
         after = conn.execute("SELECT lexeme, tf FROM postings p JOIN documents d ON d.id = p.document_id"
@@ -206,33 +195,11 @@ def test_postings_follow_every_write(wb, site) -> None:
         assert _postings_mismatch(conn, site) == 0
 
 
-def _alembic(url: str, target: str, dim: int) -> None:
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
-    from rag_core.db.database import MIGRATIONS_DIR, ensure_pgvector, sqlalchemy_url
-
-    ensure_pgvector(url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
-    cfg.attributes["embedding_dim"] = dim
-    engine = create_engine(sqlalchemy_url(url))
-    try:
-        with engine.connect() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, target)
-            conn.commit()
-    finally:
-        engine.dispose()
-
-
 def test_migration_builds_postings_for_an_existing_store(pg_server_url) -> None:
     url = with_database(pg_server_url, f"rag_test_mig_{uuid.uuid4().hex[:8]}")
     create_database_if_missing(url)
     try:
-        _alembic(url, "0002", 4)
+        alembic_to(url, "0002", 4)
         with psycopg.connect(plain_url(url)) as conn:
             for i, (lang, cfg, text) in enumerate([("en", "english", "Fire alarms ring in every building"),
                                                   ("ru", "russian", "Пожарная сигнализация в зданиях"),
@@ -244,7 +211,7 @@ def test_migration_builds_postings_for_an_existing_store(pg_server_url) -> None:
                 conn.execute("INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char,"
                              " token_count, language, fts) VALUES (%s, 'old', 0, %s, 0, 1, 1, %s,"
                              " to_tsvector(%s::regconfig, %s))", (doc_id, text, lang, cfg, text))
-        _alembic(url, "head", 4)
+        alembic_to(url, "head", 4)
         with psycopg.connect(plain_url(url)) as conn:
             assert conn.execute("SELECT count(DISTINCT chunk_id) FROM postings").fetchone()[0] == 3
             assert _postings_mismatch(conn, "old") == 0
@@ -271,24 +238,24 @@ def test_migration_moves_vectors_into_the_rows_and_new_ones_stay_there(pg_server
     url = with_database(pg_server_url, f"rag_test_inl_{uuid.uuid4().hex[:8]}")
     create_database_if_missing(url)
     try:
-        _alembic(url, "0005_filter_indexes", 512)
+        alembic_to(url, "0005_filter_indexes", 512)
         db = Database(url, pool_size=1)
         try:
-            write_documents(db, [_doc("old", f"s{i}", f"short text number {i}", 512) for i in range(3)])
+            write_documents(db, [one_chunk_doc("old", f"s{i}", f"short text number {i}", 512) for i in range(3)])
             with db.connection() as conn:
                 assert _toasted_values(conn) == 3  # before: every vector out of line
                 before = conn.execute("SELECT id, embedding::text FROM chunks ORDER BY id").fetchall()
-            _alembic(url, "head", 512)
+            alembic_to(url, "head", 512)
             with db.connection() as conn:
                 assert conn.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = 'chunks'::regclass"
                                     " AND attname = 'embedding'").fetchone() == ("m",)
                 assert _toasted_values(conn) == 0
                 assert conn.execute("SELECT id, embedding::text FROM chunks ORDER BY id").fetchall() == before
-            write_documents(db, [_doc("old", "s9", "another short text", 512)])
+            write_documents(db, [one_chunk_doc("old", "s9", "another short text", 512)])
             with db.connection() as conn:
                 assert _toasted_values(conn) == 0
                 _retype_embedding_column(conn, 768)  # a change of embedder keeps the storage
-            write_documents(db, [_doc("new", "t0", "a text for the new model", 768)])
+            write_documents(db, [one_chunk_doc("new", "t0", "a text for the new model", 768)])
             with db.connection() as conn:
                 assert _toasted_values(conn) == 0
         finally:

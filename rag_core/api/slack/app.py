@@ -4,9 +4,10 @@
   (`slack:<team>:<channel>:<thread ts>`), so a thread is one conversation and survives restarts in
   PostgreSQL. `rag crawl|add|status|delete|search` run the knowledge base commands.
 * `/rag <subcommand>`: the same commands as a slash command.
-* Slack wants an answer within 3 seconds: events and commands are acknowledged at once, questions
-  run on bolt's listener threads, crawls and page adds on a separate bounded pool, so a long crawl
-  never holds up a question. Progress goes into the thread (an edited message), then the summary.
+* Slack wants an answer within 3 seconds: bolt's listener threads only acknowledge and hand the work
+  on, so no slow question, Slack API call or crawl can hold up an acknowledgement. Questions and
+  commands are answered on the answer threads, crawls and page adds on a separate bounded pool, so a
+  long crawl never holds up a question. Progress goes into the thread (an edited message), then the summary.
 * Every failure becomes a one-line reply that says what to do; the app keeps serving.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from slack_bolt import App, BoltResponse
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
@@ -35,7 +37,8 @@ from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
-LISTENER_THREADS = 8        # questions, searches and replies answered at once
+LISTENER_THREADS = 4        # bolt's threads: they acknowledge and hand on, nothing slower
+ANSWER_THREADS = 8          # questions, searches and replies answered at once
 MAX_WAITING_JOBS = 10       # crawls waiting for a worker before new ones are refused
 SEARCH_LIMIT = 5
 WAIT_FOR_THREAD_SEC = 30.0  # a job waits this long for its progress message to exist
@@ -98,12 +101,16 @@ class SlackBot:
         self.jobs = JobPool(self.settings.slack_crawl_workers, MAX_WAITING_JOBS)
         self.events = RecentKeys()
         self._listeners = ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="slack-listener")
+        self._answers = ThreadPoolExecutor(max_workers=ANSWER_THREADS, thread_name_prefix="slack-answer")
         try:
             # auth.test at start: a wrong bot token stops the program here instead of at the first reply.
+            # Unhandled requests go to _on_error, which logs no body (bolt's own warning quotes the whole body).
             self.app = App(client=self.client, signing_secret=self.settings.slack_signing_secret,
-                           listener_executor=self._listeners, name="rag-slack", logger=log)
+                           listener_executor=self._listeners, name="rag-slack", logger=log,
+                           raise_error_for_unhandled_request=True)
         except Exception as exc:  # BoltError for a refused token, URLError when Slack is unreachable
             raise ConfigError(_start_problem(exc, self.settings)) from None
+        self.app.error(self._on_error)
         self.app.use(self._drop_repeats)
         self.app.event("app_mention")(self._on_mention)
         self.app.event("message")(self._on_message)
@@ -113,6 +120,7 @@ class SlackBot:
         """Stop taking crawls (running ones finish) and stop the listener threads."""
         self.jobs.shutdown(wait=False)
         self._listeners.shutdown(wait=False)
+        self._answers.shutdown(wait=False)
 
     # ------------------------------------------------------------------ Slack entry points
 
@@ -120,6 +128,8 @@ class SlackBot:
         """Answer each message once: Slack resends events (X-Slack-Retry-Num) and a mention in a DM arrives twice."""
         event = body.get("event") if isinstance(body, dict) else None
         keys = [f"event:{body['event_id']}"] if isinstance(body, dict) and body.get("event_id") else []
+        if isinstance(body, dict) and body.get("command") and body.get("trigger_id"):
+            keys.append(f"command:{body['trigger_id']}")  # a replayed slash command (within its 5 minutes)
         if isinstance(event, dict) and event.get("ts") and _answered(event):
             keys.append(f"message:{event['channel']}:{event['ts']}")
         fresh = [self.events.first_time(key) for key in keys]
@@ -128,6 +138,14 @@ class SlackBot:
             log.info("Dropped a repeated Slack event %s (retry %s)", keys[0], retry)
             return BoltResponse(status=200, body="", headers={"X-Slack-No-Retry": "1"})
         return next_()
+
+    def _on_error(self, error: Exception, body: dict[str, Any]) -> None:
+        """bolt's error handler: an unhandled request or a failed listener, logged by kind, never with its body."""
+        kind = (body.get("type") or body.get("command") or "request") if isinstance(body, dict) else "request"
+        if isinstance(error, BoltUnhandledRequestError):
+            log.info("Ignored a Slack %s the bot has no handler for", str(kind)[:40])
+            return
+        log.error("Slack %s failed: %s", str(kind)[:40], type(error).__name__, exc_info=error)
 
     def _on_mention(self, event: dict[str, Any], body: dict[str, Any], context: Any) -> None:
         self._on_user_message(event, body, context)
@@ -139,13 +157,24 @@ class SlackBot:
     def _on_user_message(self, event: dict[str, Any], body: dict[str, Any], context: Any) -> None:
         origin = Origin(team=body.get("team_id") or event.get("team") or "", channel=event["channel"],
                         user=event.get("user") or "", thread_ts=event.get("thread_ts") or event["ts"])
-        self.handle(origin, commands.slack_to_plain(event.get("text", ""), context.bot_user_id))
+        self._answer_later(origin, commands.slack_to_plain(event.get("text", ""), context.bot_user_id))
 
     def _on_command(self, ack: Callable[..., None], command: dict[str, Any], respond: Callable[..., Any]) -> None:
         ack()  # within Slack's 3 seconds; the reply follows through the response URL or in a thread
         origin = Origin(team=command.get("team_id", ""), channel=command.get("channel_id", ""),
                         user=command.get("user_id", ""), thread_ts=None, respond=respond)
-        self.handle(origin, commands.slack_to_plain(command.get("text", "")), slash=True)
+        self._answer_later(origin, commands.slack_to_plain(command.get("text", "")), slash=True)
+
+    def _answer_later(self, origin: Origin, message: str, slash: bool = False) -> None:
+        """Queue the request on the answer threads; bolt's listener thread returns at once."""
+
+        def answer() -> None:
+            try:
+                self.handle(origin, message, slash)
+            except Exception:  # noqa: BLE001 - a reply Slack refused after the error reply; the thread goes on
+                log.exception("Slack reply failed in %s", origin.channel)
+
+        self._answers.submit(answer)
 
     # ------------------------------------------------------------------ one request
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -17,22 +19,82 @@ from starlette.routing import Route
 
 from rag_core.api.slack.app import MISSING_SIGNING_SECRET, SlackBot
 from rag_core.errors import ConfigError
+from rag_core.limits import MAX_SLACK_BODY_BYTES, SLACK_BODY_TIMEOUT_SEC
+from rag_core.security.slack_signature import signed_by_slack
 
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 
 
+class BodyRefused(Exception):
+    """A request body the bot does not read to its end: too large, or too slow to arrive."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def read_capped_body(request: Request, limit: int = MAX_SLACK_BODY_BYTES,
+                           timeout: float = SLACK_BODY_TIMEOUT_SEC) -> bytes:
+    """The raw body, refused by its declared length before a byte is read, by the bytes streamed as soon as they
+    pass `limit`, and by the clock after `timeout` seconds: memory and waiting stay bounded for any sender."""
+    declared = request.headers.get("content-length", "").strip()
+    if declared and (not declared.isdigit() or int(declared) > limit):
+        raise BodyRefused(413, f"The body is over {limit} bytes, the limit of a Slack request.")
+    parts: list[bytes] = []
+    received = 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > limit:
+                    raise BodyRefused(413, f"The body is over {limit} bytes, the limit of a Slack request.")
+                parts.append(chunk)
+    except TimeoutError:
+        raise BodyRefused(408, f"The body did not arrive within {timeout:g} seconds.") from None
+    return b"".join(parts)
+
+
+def _refusal(status: int, message: str) -> Response:
+    # Connection: close for a body left unread, so its rest is never taken for the next request.
+    headers = {"Connection": "close"} if status in (408, 413) else None
+    return JSONResponse({"ok": False, "error": message}, status_code=status, headers=headers)
+
+
 def http_app(bot: SlackBot) -> Starlette:
-    """The ASGI app: POST /slack/events (signature-checked by bolt) and GET /health."""
-    if not bot.settings.slack_signing_secret.strip():
+    """The ASGI app: POST /slack/events and GET /health.
+
+    A request is read with a size and time cap, its signature is checked on the raw bytes, and only a
+    signed one is decoded, parsed and handed to bolt; no body is ever logged.
+    """
+    secret = bot.settings.slack_signing_secret
+    if not secret.strip():
         # An empty secret would make every request "signed": anyone could forge one.
         raise ConfigError(MISSING_SIGNING_SECRET)
 
     async def events(request: Request) -> Response:
-        body = await request.body()
-        # bolt's dispatch blocks until the listener acknowledges; keep it off the event loop.
-        response = await run_in_threadpool(bot.app.dispatch, to_bolt_request(request, body))
+        try:
+            body = await read_capped_body(request)
+        except BodyRefused as refused:
+            return _refusal(refused.status, refused.message)
+        if not signed_by_slack(body, request.headers.get("x-slack-request-timestamp"),
+                               request.headers.get("x-slack-signature"), secret):
+            return _refusal(401, "invalid request")
+        try:
+            bolt_request = to_bolt_request(request, body)
+            if not isinstance(bolt_request.body, dict):
+                raise ValueError("not an object")
+        except Exception:  # noqa: BLE001 - not UTF-8, not JSON, JSON but no object: bolt reads none of them
+            return _refusal(400, "The body is not a Slack event or command (UTF-8 JSON or a form).")
+        try:
+            # bolt's dispatch blocks until the listener acknowledges; keep it off the event loop.
+            response = await run_in_threadpool(bot.app.dispatch, bolt_request)
+        except Exception:  # answered here, so the connection stays usable for the next request
+            incident = uuid.uuid4().hex[:12]
+            log.exception("Slack request failed (incident %s)", incident)
+            return _refusal(500, f"The bot failed on this request (incident {incident}).")
         return to_starlette_response(response)
 
     async def health(request: Request) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -56,6 +57,34 @@ def clean(text: str) -> str:
     text = normalise_newlines(text).replace("\x00", "")
     # Drop leading blank lines but keep a first line's indentation; drop trailing whitespace.
     return re.sub(r"\A(?:[^\S\n]*\n)+", "", text).rstrip()
+
+
+def parse_date(value: Any) -> _dt.datetime | None:
+    """An ISO 8601 or RFC 2822 date (a Last-Modified header) as an aware datetime (UTC when it names no zone),
+    else None."""
+    if not value:
+        return None
+    if isinstance(value, _dt.datetime):
+        parsed: _dt.datetime | None = value
+    else:
+        try:
+            parsed = _dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            try:
+                parsed = parsedate_to_datetime(str(value))
+            except (TypeError, ValueError, IndexError):
+                return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=_dt.timezone.utc)
+
+
+def document_date(metadata: dict[str, Any]) -> _dt.datetime | None:
+    """The date a document gives itself: last modified, else created (PDF, DOCX and XLSX properties), else an
+    HTML page's date."""
+    for key in ("modified_at", "created_at", "date"):
+        parsed = parse_date(metadata.get(key))
+        if parsed is not None:
+            return parsed
+    return None
 
 
 def json_safe(value: Any) -> Any:
