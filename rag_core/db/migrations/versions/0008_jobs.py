@@ -11,14 +11,14 @@ procrastinate's job id and goes when procrastinate deletes the job. `job_files` 
 until their job has stored them, so a worker on another machine can read them.
 
 Revision ID: 0008_jobs
-Revises: 0006_inline_vectors
+Revises: 0007_sample_site
 Create Date: 2026-11-28
 """
 
 from alembic import op
 
 revision = "0008_jobs"
-down_revision = "0006_inline_vectors"
+down_revision = "0007_sample_site"
 branch_labels = None
 depends_on = None
 
