@@ -10,6 +10,7 @@ one is skipped, so a document is never stored twice nor half.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import socket
@@ -236,6 +237,8 @@ class JobQueue:
     def host(self, wb: Workbench) -> bool:
         """Run queued jobs in this process whenever no worker is alive: now, and checked again every few
         seconds (a job queued by `rag ingest --background` in another terminal). True if a worker runs here now."""
+        if self.settings.jobs_in_process_worker == "off":
+            return False
         with self._lock:
             if self._watcher is None:
                 stop = threading.Event()
@@ -251,6 +254,9 @@ class JobQueue:
                 thread = threading.Thread(target=watch, name="rag-job-watch", daemon=True)
                 self._watcher = (thread, stop)
                 thread.start()
+                # Before the embedded server's own exit hook stops it (hooks run last registered first): a
+                # watcher or worker left running would query a server that is gone.
+                atexit.register(self.stop_in_process)
         return self.ensure_worker(wb)
 
     def ensure_worker(self, wb: Workbench) -> bool:
@@ -261,9 +267,13 @@ class JobQueue:
         with self._lock:
             if self._in_process is not None and self._in_process[0].is_alive():
                 return True
-            if mode == "auto" and (records.live_workers(self.db, self.settings.job_stalled_sec)
-                                   or not records.queued(self.db)):
-                return False
+            if mode == "auto":
+                # A connection of its own, not the pool's: a check every few seconds from a thread must not
+                # set off the pool's reconnection when the server has just stopped (the process is ending).
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    live, waiting = records.worker_state(conn, self.settings.job_stalled_sec)
+                if live or not waiting:
+                    return False
             started: list[Worker] = []
             thread = threading.Thread(target=self._run_in_process, args=(wb, started), name="rag-job-worker",
                                       daemon=True)

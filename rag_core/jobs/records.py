@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
+import psycopg
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
@@ -113,16 +114,20 @@ def recent(db: Database, site_ids: Sequence[str] | None, limit: int) -> list[Job
     return [_row(r) for r in rows]
 
 
+_WORKERS = ("SELECT (SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - make_interval(secs => %s)),"
+            " (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo')")
+
+
+def worker_state(conn: psycopg.Connection, within_sec: float) -> tuple[int, int]:
+    """(workers whose heartbeat is fresh, jobs waiting) on a connection of the caller's."""
+    live, waiting = conn.execute(_WORKERS, (within_sec,)).fetchone()
+    return live, waiting
+
+
 def live_workers(db: Database, within_sec: float) -> int:
     """Workers whose heartbeat is fresh: any of them will take a queued job."""
     with db.connection() as conn:
-        return conn.execute("SELECT count(*) FROM procrastinate_workers"
-                            " WHERE last_heartbeat > now() - make_interval(secs => %s)", (within_sec,)).fetchone()[0]
-
-
-def queued(db: Database) -> int:
-    with db.connection() as conn:
-        return conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo'").fetchone()[0]
+        return worker_state(conn, within_sec)[0]
 
 
 # ----- uploaded files, kept until their job stored them -----
