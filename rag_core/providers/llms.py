@@ -14,6 +14,7 @@ import queue
 import secrets
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -327,6 +328,9 @@ class LocalLLM(LlamaCppLLM):
 
     name = "local"
     install_command = INSTALL_HINT
+    # The model reads the best passages only: reading is most of a turn's time on a CPU (a JSQuAD turn's five
+    # Japanese passages are ~2,000 tokens), and the right passage is first in most turns (eval/bench_answers.py).
+    max_passages = 3
 
     def __init__(self, model: PackagedModel, models_dir: Path, timeout: float, threads: int, n_ctx: int = 4096,
                  max_tokens: int = 200) -> None:
@@ -347,6 +351,8 @@ class LocalLLM(LlamaCppLLM):
         if not request.passages:
             return statement_without_passages(request, on_token)
         words = labels(request.language)
+        if len(request.passages) > self.max_passages:
+            request = replace(request, passages=request.passages[:self.max_passages])
         passages = {p.n: p.text for p in request.passages}
         sentences = SentenceStream()
         kept: list[str] = []
