@@ -233,6 +233,12 @@ class LlamaCppLLM(LLM):
     def _model_path(self) -> str:
         return self.model_path
 
+    @property
+    def listening_address(self) -> str | None:
+        """Where xllamacpp's loopback listener is (None before the model loads); requests to it need a key
+        nobody is given."""
+        return self._server.listening_address if self._server is not None else None
+
     def _load(self) -> Any:
         """The in-process server, loaded on first use (call with the lock held)."""
         if self._server is None:

@@ -7,6 +7,8 @@ them into the models folder, as a user's first chat does.
 from __future__ import annotations
 
 import shutil
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -47,3 +49,16 @@ def test_a_question_the_documents_do_not_answer_gets_the_plain_statement_without
     words = labels("en")
     assert turn.answer in (words["no_answer"], words["no_context"])
     assert "[" not in turn.answer
+
+
+def test_the_loopback_listener_llama_cpp_opens_refuses_other_local_callers(local_wb, docs_site, session_id) -> None:
+    """xllamacpp always listens on 127.0.0.1; the workbench calls the model in-process, so the listener
+    must not hand the model (or llama.cpp's web UI) to any other process on the machine."""
+    local_wb.chat("When does the chat retention purge run?", session_id=session_id, site_id=docs_site)
+    address = local_wb.llm.listening_address
+    assert address and address.startswith("http://127.0.0.1:")
+    for path in ("/v1/models", "/v1/chat/completions"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(address.rstrip("/") + path, data=b"{}" if "chat" in path
+                                                          else None), timeout=10)
+        assert refused.value.code == 401
