@@ -2,7 +2,8 @@
 
 A generated sentence must carry the [n] of a passage it was given, and most of its content terms
 (words, numbers, the character pairs of Japanese kanji and katakana) must occur in that passage;
-every number it states must. Sentences that fail are dropped before the user reads them. The check
+every number it states must, and it may deny something only where the passage denies something.
+A question is not an answer. Sentences that fail are dropped before the user reads them. The check
 is lexical on purpose: a small model that paraphrases into another language or adds a figure of
 its own fails it, which is the point.
 """
@@ -28,6 +29,10 @@ _PARTIAL_MARK = re.compile(r"^\[\d{0,3}\]?[。.!?！？]?$")
 _CJK_CONTENT = r"\u30A0-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
 _TOKEN = re.compile(rf"[{_CJK_CONTENT}]+|[^\W\d_]+|\d+", re.UNICODE)
 _CJK = re.compile(rf"[{_CJK_CONTENT}]")
+# A denial the passage does not make ("No, aspirin does not prevent cancer" over a passage that says it
+# reduced cancer) keeps every content word of the passage: the words alone cannot catch it.
+_NEGATION = re.compile(r"\b(?:not|no|never|none|cannot|neither|nor)\b|n't\b|\b(?:не|нет|ни|никогда|нельзя)\b"
+                       r"|ない|ません|ぬ|ず[、。]", re.IGNORECASE)
 _HIRAGANA = re.compile(r"^[\u3040-\u309F]+$")
 _FUNCTION_WORDS = frozenset(
     "the a an of in on at to for and or is are was were be been being by with from as that this these those it "
@@ -109,6 +114,10 @@ def check_sentence(sentence: str, passages: Mapping[int, str], *, min_support: f
     terms = content_terms(claim)
     if not terms:
         return CheckedSentence(sentence, cited, 0.0, False, "says nothing of its own")
+    if claim.rstrip(" 。.").endswith(("?", "？")):
+        return CheckedSentence(sentence, cited, 0.0, False, "a question, not an answer")
+    if _NEGATION.search(claim) and not _NEGATION.search(source):
+        return CheckedSentence(sentence, cited, 0.0, False, "a denial its passage does not make")
     missing_numbers = sorted(_numbers(claim) - _numbers(source))
     support = len(terms & content_terms(source)) / len(terms)
     if missing_numbers:

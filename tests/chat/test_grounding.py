@@ -33,6 +33,11 @@ def test_a_sentence_the_cited_passage_does_not_say_is_dropped() -> None:
     assert not checked.supported and checked.reason == "unsupported number 4"
     # true, but not what passage 1 says
     assert not check_sentence("富士山の標高は3776メートルである。 [1]", PASSAGES).supported
+    # the passage's words turned into a denial, or into a question
+    assert check_sentence("No, the purge does not run every night [1].", PASSAGES).reason == \
+        "a denial its passage does not make"
+    assert check_sentence("富士山は活火山ではない。 [2]", PASSAGES).reason == "a denial its passage does not make"
+    assert check_sentence("When does the purge run every night? [1]", PASSAGES).reason == "a question, not an answer"
 
 
 def test_a_sentence_cited_to_the_wrong_passage_is_cited_to_the_one_that_says_it() -> None:
