@@ -62,3 +62,19 @@ def test_the_loopback_listener_llama_cpp_opens_refuses_other_local_callers(local
             urllib.request.urlopen(urllib.request.Request(address.rstrip("/") + path, data=b"{}" if "chat" in path
                                                           else None), timeout=10)
         assert refused.value.code == 401
+
+
+def test_llamacpp_streams_an_answer_from_a_gguf_file_in_process(local_wb, docs_site, session_id) -> None:
+    """RAG_LLM=llamacpp (a GGUF file of the user's) runs on the same in-process server: here the file the
+    local provider assembled."""
+    from rag_core.providers.local_models import ensure_model_file, packaged_model
+
+    path = ensure_model_file(packaged_model("qwen2.5-coder-0.5b"), local_wb.settings.model_cache_dir)
+    llamacpp_wb = local_wb.variant(llm="llamacpp", llm_model=str(path))
+    streamed: list[str] = []
+    turn = llamacpp_wb.chat("When does the chat retention purge run?", session_id=session_id, site_id=docs_site,
+                            on_token=streamed.append)
+
+    assert turn.llm == f"llamacpp {path}"
+    assert len(streamed) > 1 and "".join(streamed).strip() == turn.answer
+    assert "03:00" in turn.answer
