@@ -24,8 +24,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	@echo "Installing the workbench with its test, torch, eval and notebook extras into $(VENV) (pip is quiet; several minutes the first time) ..."
-	$(PIP) install -e '.[dev,torch,eval,notebooks]'
+	@echo "Installing the workbench with its test, torch, eval, notebook and local-LLM extras into $(VENV) (pip is quiet; several minutes the first time) ..."
+	$(PIP) install -e '.[dev,torch,eval,notebooks,local-llm]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(VENV)/.installed $(VENV)/.installed-lab
 

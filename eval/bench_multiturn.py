@@ -7,7 +7,8 @@ the turns that missed, and how many later turns' answers cite the expected sourc
 must find their topic through the conversation, and a new topic must not be answered from the
 previous one. For reference it runs the set twice more with the follow-up rule
 forced: every message searched alone, and every message folded with the previous question (the
-behaviour before the rule); `--margins` sweeps the rule's margin.
+behaviour before the rule); `--margins` sweeps the rule's margin. `--llm local` answers with the packaged
+local model (with `--only-rule`, the rule alone) and prints seconds per turn and faithfulness beside.
 
 Then it asks the company conversation set (tests/chat/company_set.py: a small company's documents as real
 md, txt, pdf, docx, xlsx and html files in three languages) and prints, per category, the turns whose answer
@@ -16,12 +17,15 @@ heading or question line and no title), the right source cited first, and the of
 then every turn that went wrong.
 
     .venv/bin/python eval/bench_multiturn.py
+    nice .venv/bin/python eval/bench_multiturn.py --llm local --threads 1 --only-rule \
+        --output eval/results/multiturn-local.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -50,6 +54,10 @@ def main() -> None:
     parser.add_argument("--margins", type=float, nargs="*", default=[],
                         help="Further margins of the follow-up rule to measure.")
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "multiturn.json"))
+    parser.add_argument("--llm", default=None, help="RAG_LLM for the turns (default: the setting), e.g. local.")
+    parser.add_argument("--llm-model", default=None, help="RAG_LLM_MODEL, e.g. qwen2.5-coder-1.5b for --llm local.")
+    parser.add_argument("--threads", type=int, default=None, help="RAG_LLM_THREADS of a local model.")
+    parser.add_argument("--only-rule", action="store_true", help="Run the follow-up rule alone (not the forced ones).")
     args = parser.parse_args()
 
     original = turn.retrieve_in_conversation
@@ -66,8 +74,13 @@ def main() -> None:
              "always fold": (forced(True), None)}
     for margin in args.margins:
         rules[f"rule, margin {margin:g}"] = (original, margin)
+    if args.only_rule:
+        rules = {"rule": rules["rule"]}
+    overrides = {key: value for key, value in (("llm", args.llm), ("llm_model", args.llm_model),
+                                               ("llm_threads", args.threads)) if value is not None}
     results = {}
-    with open_workbench() as wb:
+    with open_workbench(**overrides) as wb:
+        llm = wb.llm.describe()
         wb.ingest_texts(DOCS, site_id=SITE)
         embedder = wb.settings.embedder
         default = turn.FOLLOW_UP_MARGIN
@@ -87,6 +100,11 @@ def main() -> None:
         company_seconds = time.perf_counter() - started
 
     records = results["rule"]["records"]
+    seconds = [r["seconds"] for r in records]
+    faithful = [r["faithfulness"] for r in records if r["faithfulness"] is not None]
+    console.print(f"answerer: {llm}; seconds per turn median {statistics.median(seconds):.2f} (max "
+                  f"{max(seconds):.1f}); faithfulness {statistics.fmean(faithful) if faithful else 0:.3f} over "
+                  f"{len(faithful)} answers that cite")
     console.print(f"{len(CONVERSATIONS)} conversations, {len(records)} turns, embedder {embedder}; right source "
                   f"in the top 3 of an answer's sources per language, and first (all turns; topic switches); "
                   f"turns after the first whose answer cites the right source first:")
@@ -125,7 +143,7 @@ def main() -> None:
         if not r.right:
             console.print(f"  wrong: [{r.turn.category}] {r.turn.message!r} expected {r.turn.source} "
                           f"{list(r.turn.contains)}, got {r.answer!r} from {r.sources}", markup=False)
-    Path(args.output).write_text(json.dumps({"embedder": embedder, "results": results,
+    Path(args.output).write_text(json.dumps({"embedder": embedder, "llm": llm, "results": results,
                                              "company": {"summary": summary, "seconds_per_turn":
                                                          company_seconds / len(company),
                                                          "records": [r.to_dict() for r in company]}},

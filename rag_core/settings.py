@@ -82,10 +82,14 @@ class RagSettings(BaseSettings):
     enabled: bool = Field(default=True, description="false: chat answers without the knowledge base and the "
                                                     "Slack bot refuses its rag commands.")
     llm: str = Field(default="extractive", description="LLM provider name.")
-    llm_model: str = Field(default="", description="Model name for the openai provider, or a GGUF path for llamacpp.")
+    llm_model: str = Field(default="", description="Model name for the openai provider, a GGUF path for llamacpp, or "
+                                                        "qwen2.5-coder-0.5b|qwen2.5-coder-1.5b for local.")
     llm_base_url: str = Field(default="", description="OpenAI-compatible chat server base URL.")
     llm_api_key: str = Field(default="", description="Key for the chat server.")
     llm_timeout_sec: float = Field(default=60.0, gt=0)
+    llm_threads: int = Field(
+        default=0, ge=0, le=64, description="CPU threads of the local models (RAG_LLM=local, llamacpp); 0 takes the "
+                                            "cores that are free when the model is loaded.")
     chat_history_messages: int = Field(default=8, ge=0, le=100)
     chat_context_bytes: int = Field(default=8192, ge=512, le=1_000_000)
     chat_similarity_floor: float | None = Field(

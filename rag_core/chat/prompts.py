@@ -77,6 +77,15 @@ RETRIEVAL_FAILED_RULE = (
     "not be searched; answer only from the conversation so far, or say that you cannot answer."
 )
 
+# For small local models (RAG_LLM=local): short sentences in the passages' own words, each tied to one passage,
+# so the faithfulness check (rag_core/chat/faithfulness.py) can verify it. No "say NONE if..." clause: the 0.5B model
+# then answered NONE to questions its passage answered; an unsupported sentence is dropped by the check instead.
+GROUNDED_RULES = (
+    "Answer the question with one to three short sentences taken from the numbered passages below. Write each "
+    "sentence on its own line and end it with the number of the passage it comes from in square brackets, like "
+    "[2]. Use the passage's own words, names and numbers, in the passage's language."
+)
+
 CONDENSE_SYSTEM = (
     "Rewrite the user's follow-up question as one standalone question that a search engine can answer "
     "without the conversation: replace pronouns and references with the subject they stand for. Keep the "
@@ -151,6 +160,19 @@ class AnswerRequest:
         data.pop("units", None)
         data["system_prompt"] = self.system_prompt()
         return data
+
+
+def grounded_messages(request: AnswerRequest) -> list[dict[str, str]]:
+    """The messages of a grounded answer: the rules and the passages numbered as [n], then the question
+    (a follow-up with the earlier question it follows)."""
+    passages = "\n\n".join(f"[{p.n}] {p.title}\n{p.text.strip()}" for p in request.passages)
+    system = "\n\n".join(part for part in (request.instruction.strip(), GROUNDED_RULES, "Passages:\n" + passages)
+                          if part)
+    question = request.question
+    earlier = next((m["content"] for m in reversed(request.history) if m.get("role") == "user"), "")
+    if earlier and request.retrieval_query != request.question:
+        question = f"Earlier question: {_clip(earlier, 300)}\nQuestion: {request.question}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
 @dataclass

