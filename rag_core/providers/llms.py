@@ -395,8 +395,8 @@ class LocalLLM(LlamaCppLLM):
         if kept:
             return join_sentences(kept)
         if on_token:
-            on_token(words["no_answer"])
-        return words["no_answer"]
+            on_token(words["no_context"])
+        return words["no_context"]
 
 
 def statement_without_passages(request: AnswerRequest, on_token: TokenCallback | None) -> str:
