@@ -14,7 +14,7 @@ every query's vector embedded once beforehand (so the figures are the service an
 Figures are printed and written to eval/results/bench_replicas.json with the machine's load; nothing
 asserts a time. Both servers are stopped by pid at the end.
 
-    RAG_EVAL_DATA=../shared/eval-data .venv/bin/python eval/bench_replicas.py --docs 1500
+    RAG_EVAL_DATA=/path/to/eval-data .venv/bin/python eval/bench_replicas.py --docs 1500
 """
 
 from __future__ import annotations

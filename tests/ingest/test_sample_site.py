@@ -60,7 +60,7 @@ def test_an_older_store_moves_its_sample_out_of_the_default_site(pg_server_url) 
             write_documents(db, [one_chunk_doc(DEFAULT_SITE, readme, "the workbench readme text", 4),
                                  one_chunk_doc(DEFAULT_SITE, guide, "a user guide of the workbench", 4),
                                  one_chunk_doc(SAMPLE_SITE, guide, "a user guide of the workbench", 4),
-                                 one_chunk_doc(DEFAULT_SITE, "/home/me/README.md", "my own readme", 4)])
+                                 one_chunk_doc(DEFAULT_SITE, "/kb/me/README.md", "my own readme", 4)])
             alembic_to(url, "head", 4)
             with db.connection() as conn:
                 docs = sorted(conn.execute("SELECT site_id, source FROM documents").fetchall())
@@ -68,9 +68,9 @@ def test_an_older_store_moves_its_sample_out_of_the_default_site(pg_server_url) 
                     "SELECT d.source, array_agg(DISTINCT c.site_id) FROM chunks c JOIN documents d"
                     " ON d.id = c.document_id GROUP BY 1").fetchall())
                 postings = conn.execute("SELECT DISTINCT site_id FROM postings WHERE lexeme = 'readm'").fetchall()
-            assert docs == sorted([(DEFAULT_SITE, "/home/me/README.md"), (SAMPLE_SITE, readme),
+            assert docs == sorted([(DEFAULT_SITE, "/kb/me/README.md"), (SAMPLE_SITE, readme),
                                    (SAMPLE_SITE, guide)])
-            assert chunk_sites[readme] == [SAMPLE_SITE] and chunk_sites["/home/me/README.md"] == [DEFAULT_SITE]
+            assert chunk_sites[readme] == [SAMPLE_SITE] and chunk_sites["/kb/me/README.md"] == [DEFAULT_SITE]
             assert sorted(postings) == sorted([(DEFAULT_SITE,), (SAMPLE_SITE,)])
         finally:
             db.close()
