@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from rag_core.chat.context import SOURCE_RATIO
 from rag_core.chat.extractive import Sentence, score_sentences, terms
 from rag_core.providers.calibration import CosineScale
 from rag_core.search.types import ChunkHit
@@ -26,8 +27,6 @@ from rag_core.textproc import detect_language
 WORDS_SHARE = 0.5
 # ...namely this much on the calibrated scale (where `CosineScale.answers_dense` alone answers).
 WORDS_DENSE = 0.1
-# Sources whose best unit reads below this share of the best source's are left out: they are noise beside it.
-SOURCE_RATIO = 0.5
 
 # Words that point back into the conversation: a message holding one cannot be understood alone.
 _POINTERS = {
