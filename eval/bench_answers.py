@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rag_core import open_workbench
 from rag_core.chat.turn import ChatTurn
 from rag_core.errors import LLMError
-from rag_core.evaluation.answers import cited_faithfulness
+from rag_core.bench.answers import cited_faithfulness
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 from rag_core.providers.calibration import chat_floor

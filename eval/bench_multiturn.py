@@ -40,7 +40,7 @@ import company_set  # noqa: E402
 from multiturn_set import CONVERSATIONS, DOCS, ask_conversations, hit_rates  # noqa: E402
 
 from rag_core import open_workbench  # noqa: E402
-from rag_core.chat import turn  # noqa: E402
+from rag_core.chat import context, turn  # noqa: E402
 from rag_core.providers.calibration import cosine_scale  # noqa: E402
 
 console = Console()
@@ -63,11 +63,11 @@ def main() -> None:
     original = turn.retrieve_in_conversation
 
     def forced(fold: bool):
-        def retrieve(wb, message, history, *, k, site_id):
+        def retrieve(store, llm, message, history, *, k, site_id):
             if fold and any(m["role"] == "user" for m in history):
-                folded = wb.llm.condense(history, message)
-                return folded, wb.retrieve(folded, k=k, site_id=site_id)
-            return message, wb.retrieve(message, k=k, site_id=site_id)
+                folded = llm().condense(history, message)
+                return folded, context.retrieve(store, folded, k=k, site_id=site_id)
+            return message, context.retrieve(store, message, k=k, site_id=site_id)
         return retrieve
 
     rules = {"rule": (original, None), "never fold": (forced(False), None),

@@ -1,7 +1,7 @@
 """Peer comparison: our hybrid search beside LlamaIndex's in-memory index, ChromaDB and bm25s.
 
 The same corpus, chunks, vectors (the configured embedder, RAG_EMBEDDER, computed once) and queries go
-through every system in one run (rag_core.evaluation.peers, the code notebook 04 runs). Prints a
+through every system in one run (rag_core.bench.peers, the code notebook 04 runs). Prints a
 table and writes eval/results/bench_peers_<set>.json: hit@5, nDCG@10, query latency p50/p95,
 ingest time and disk size, each also as a ratio to ours. With --runs N the whole comparison runs
 N times and the median of each figure is reported.
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import open_workbench
-from rag_core.evaluation.peers import compare_peers, vector_cache_name, with_ratios
+from rag_core.bench.peers import compare_peers, vector_cache_name, with_ratios
 from rag_core.evaluation.runner import machine
 from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, load_eval_set
 from rag_core.evaluation.scale import vectors_from_store

@@ -16,7 +16,7 @@ import sys
 
 from rag_core import load_settings
 from rag_core.evaluation.notebooks import execute_notebook, list_notebooks
-from rag_core.evaluation.suite import results_dir
+from rag_core.bench.suite import results_dir
 
 
 def main() -> int:

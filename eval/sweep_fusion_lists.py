@@ -71,7 +71,7 @@ def collect_lists(wb, ds) -> dict:
             last[0] = time.time()
             log(f"ingest {ds.name}: {p.files_done}/{p.files_total} documents, {p.chunks_done} chunks")
 
-    log(f"ingested {ds.name}: {ingest_dataset(wb, ds, report)}")
+    log(f"ingested {ds.name}: {ingest_dataset(wb.library, ds, report)}")
     site = EVAL_SITE_PREFIX + ds.name
     with wb.db.connection() as conn:
         rows = conn.execute("SELECT c.id, d.source, c.embedding::text FROM chunks c "

@@ -91,7 +91,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(str(_state.pop("eval_data")), ignore_errors=True)
     if "url" in _state:
         from rag_core.db.database import drop_database
-        from rag_core.evaluation.suite import embedder_database_url
+        from rag_core.bench.suite import embedder_database_url
         from rag_core.providers.embeddings import EMBEDDERS
 
         drop_database(str(_state["url"]))

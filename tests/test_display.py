@@ -105,7 +105,7 @@ def test_cited_spans_and_marks_find_the_quoted_sentence_and_escape_the_rest():
 
 def test_evaluation_result_renders_metrics_and_per_query_rows(wb, tmp_path):
     root = write_eval_sets(tmp_path)
-    result = run_eval(wb, root / "mini-en", mode="hybrid", k=5, max_queries=6)
+    result = run_eval(wb.library, wb.search_engine, root / "mini-en", mode="hybrid", k=5, max_queries=6)
     page = result._repr_html_()
     for label in ("hit@5", "nDCG@10", "MRR@10", "latency p50"):
         assert label in page

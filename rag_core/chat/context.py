@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from rag_core.chat import sessions
 from rag_core.errors import InvalidInput
@@ -12,11 +12,11 @@ from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import chat_floor
 from rag_core.security.ids import check_id
 from rag_core.security.text import check_storable
+from rag_core.ingest.handle import Store
+from rag_core.search.hybrid import fusion_for, term_coverage
+from rag_core.search.retrieval import retrieve_chunks
 from rag_core.search.types import ChunkHit
 from rag_core.textproc import cjk_bigrams
-
-if TYPE_CHECKING:
-    from rag_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
@@ -132,23 +132,28 @@ def with_repeats(hits: Sequence[ChunkHit], k: int) -> list[ChunkHit]:
     return [h for h in hits if passage_key(h) in keys]
 
 
-def chunk_coverage(wb: "Workbench", query: str, hits: Sequence[ChunkHit]) -> dict[int, float]:
+def retrieve(store: Store, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
+    """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as search."""
+    store.require_compatible()
+    return retrieve_chunks(store.reads, store.embedder, query, k=k, site_id=site_id,
+                           fusion=fusion_for(store.embedder_name))
+
+
+def chunk_coverage(store: Store, query: str, hits: Sequence[ChunkHit]) -> dict[int, float]:
     """The share of the query's content words each hit holds (only when the setting asks for it)."""
-    if wb.settings.chat_term_coverage <= 0:
+    if store.settings.chat_term_coverage <= 0:
         return {}
-    from rag_core.search.hybrid import term_coverage
-
-    return term_coverage(wb.reads, content_terms(query), hits)
+    return term_coverage(store.reads, content_terms(query), hits)
 
 
-def grounded_hits(wb: "Workbench", query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
+def grounded_hits(store: Store, query: str, hits: Sequence[ChunkHit], ratio: float = SOURCE_RATIO) -> list[ChunkHit]:
     """The hits a workflow's model may read (retrieve_context), most similar first, within the context byte budget.
 
     `ratio` leaves out hits below that share of the best one's similarity (0 keeps them all).
     """
-    settings = wb.settings
+    settings = store.settings
     floor = chat_floor(settings)  # per embedder: their cosines spread differently
-    coverage = chunk_coverage(wb, query, hits) if any(h.similarity < floor for h in hits) else {}
+    coverage = chunk_coverage(store, query, hits) if any(h.similarity < floor for h in hits) else {}
     kept = relevant_hits(hits, floor, coverage, settings.chat_term_coverage)
     return within_budget(trusted_order(kept, ratio), settings.chat_context_bytes)
 
@@ -166,7 +171,7 @@ def format_conversation(messages: Sequence[dict], user_label: str = "User", ai_l
     return "\n".join(lines)
 
 
-def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *, k: int = 5) -> str:
+def retrieve_context(store: Store, user_id: str, site_id: str, query: str, *, k: int = 5) -> str:
     """The site's relevant knowledge and this user's recent messages there, as one formatted string."""
     if not site_id or not site_id.strip():
         raise InvalidInput("site_id is empty; give the site whose knowledge to search.")
@@ -179,16 +184,16 @@ def retrieve_context(wb: "Workbench", user_id: str, site_id: str, query: str, *,
     parts: list[str] = []
     if query and query.strip():
         try:
-            hits = wb.retrieve(query.strip(), k=k, site_id=site_id)
+            hits = retrieve(store, query.strip(), k=k, site_id=site_id)
         except Exception:  # the web-knowledge spec: a failed search leaves the knowledge part out, the rest goes on
             log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
             hits = []
         # An external workflow's model reads every reference above the floor; no reader sees this as a list.
-        chosen = grounded_hits(wb, query.strip(), hits, ratio=0.0)
+        chosen = grounded_hits(store, query.strip(), hits, ratio=0.0)
         if chosen:
             parts.append(format_references(chosen))
-    recent = sessions.recent_messages(wb.db, user_id=user_id, site_id=site_id,
-                                      limit=history_limit(wb.settings.chat_history_messages))
+    recent = sessions.recent_messages(store.db, user_id=user_id, site_id=site_id,
+                                      limit=history_limit(store.settings.chat_history_messages))
     if recent:
         parts.append(format_conversation(recent))
     return BLOCK_SEPARATOR.join(parts)

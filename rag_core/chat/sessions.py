@@ -109,6 +109,13 @@ def has_indexed_chunks(db: Connections, site_id: str | None) -> bool:
     return bool(row[0])
 
 
+def rename(db: Database, session_id: str, title: str) -> ChatSession | None:
+    """Give the session a new title; the renamed session, or None when there is none."""
+    with db.connection() as conn:
+        updated = conn.execute("UPDATE chat_sessions SET title = %s WHERE id = %s", (title, session_id)).rowcount
+    return get_session(db, session_id) if updated else None
+
+
 def get_session(db: Database, session_id: str) -> ChatSession | None:
     """The session's id, site, user, title and times, or None."""
     check_id(session_id, "session_id")

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import Source, render_sources, render_turn
-from rag_core.chat.context import (chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
+from rag_core.chat.context import (retrieve, chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
                                    within_budget)
 from rag_core.chat.grounding import message_language, needs_conversation, supporting_passages
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
+from rag_core.ingest.handle import Store
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
@@ -22,7 +23,8 @@ from rag_core.search.types import ChunkHit
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rag_core.workbench import Workbench
+    from rag_core.chat.llms import LLM
+
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,7 @@ class PreparedTurn:
         }
 
 
-def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
+def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_id: str | None = None, k: int = 5,
                  site_id: str | None = None, user_id: str | None = None,
                  resource_name: str | None = None, language: str | None = None) -> PreparedTurn:
     """Steps 1-4 of a turn: index check, HISTORY, the user's message stored, retrieval, CONTEXT."""
@@ -134,7 +136,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     check_storable(message, "message")
     if not 1 <= int(k) <= MAX_K:
         raise InvalidInput(f"k is {k}; choose between 1 and {MAX_K} passages.")
-    settings = wb.settings
+    settings = store.settings
     # The fixed statements follow the user's language unless the caller chose one.
     language = answer_language(language or message_language(message, settings.language))
     # The id is used exactly as given (never stripped): the id whose site is checked is the id written.
@@ -145,23 +147,23 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     use_documents = settings.enabled
 
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if use_documents and not sessions.has_indexed_chunks(wb.reads, site_id):
+    if use_documents and not sessions.has_indexed_chunks(store.reads, site_id):
         words = labels(language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
                             language=language,
                             no_index_answer=words["no_index"].format(where=f" (site '{site_id}')" if site_id else ""))
 
-    instruction = instructions.active_instruction(wb.db, site_id or sessions.DEFAULT_SITE, resource_name)
+    instruction = instructions.active_instruction(store.db, site_id or sessions.DEFAULT_SITE, resource_name)
     if resource_name and instruction is None:
         raise NotFound(f"No active instruction '{resource_name}' for site '{site_id or sessions.DEFAULT_SITE}'; "
                        "create it first or leave resource_name out.")
 
     # 2. The user's message first: its insert checks that the session belongs to this site, so another
     # site's session is refused before anything of it is read. HISTORY is what came before it.
-    user_msg = sessions.append_message(wb.db, session_id, "user", message, site_id=site_id, user_id=user_id,
+    user_msg = sessions.append_message(store.db, session_id, "user", message, site_id=site_id, user_id=user_id,
                                        title=session_title(message))
-    history = sessions.history(wb.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
+    history = sessions.history(store.db, session_id, settings.chat_history_messages, before_id=user_msg["id"])
 
     # 3. Retrieval through the one core every surface uses; a failure answers without documents.
     # Only a message that cannot be understood alone is searched with the conversation folded in;
@@ -173,9 +175,10 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     if use_documents:
         try:
             if follow_up:
-                retrieval_query, hits = retrieve_in_conversation(wb, message, history, k=depth, site_id=site_id)
+                retrieval_query, hits = retrieve_in_conversation(store, llm, message, history, k=depth,
+                                                                   site_id=site_id)
             else:
-                hits = retrieve_distinct(wb, message, k=depth, site_id=site_id)
+                hits = retrieve_distinct(store, message, k=depth, site_id=site_id)
         except LLMError:
             raise  # the model condensing the follow-up failed: the caller reports it as any model failure
         except Exception:
@@ -186,13 +189,13 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     # chunks within the byte budget. One source per passage: the same file in two sites names both sites.
     hits, sites = distinct_passages(hits)
     if settings.chat_similarity_floor is not None and hits:  # a floor the user set on the chunks themselves
-        hits = relevant_hits(hits, settings.chat_similarity_floor, chunk_coverage(wb, retrieval_query, hits),
+        hits = relevant_hits(hits, settings.chat_similarity_floor, chunk_coverage(store, retrieval_query, hits),
                              settings.chat_term_coverage)
-    scale = cosine_scale(wb.embedder_name)
+    scale = cosine_scale(store.embedder_name)
     supports = supporting_passages(
         message, hits, folded=retrieval_query if retrieval_query != message else "",
-        embed=lambda texts: embed_passages(wb.embedder, texts),
-        embed_query=lambda q: embed_query(wb.embedder, " ".join(q.split())), scale=scale) if hits else []
+        embed=lambda texts: embed_passages(store.embedder, texts),
+        embed_query=lambda q: embed_query(store.embedder, " ".join(q.split())), scale=scale) if hits else []
     kept = {h.chunk_id for h in within_budget([sp.hit for sp in supports[:k]], settings.chat_context_bytes)}
     supports = [sp for sp in supports if sp.hit.chunk_id in kept]
     chosen = [sp.hit for sp in supports]
@@ -217,7 +220,7 @@ def prepare_turn(wb: "Workbench", message: str, *, session_id: str | None = None
     )
 
 
-def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[dict[str, Any]], *, k: int,
+def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str, history: Sequence[dict[str, Any]], *, k: int,
                               site_id: str | None) -> tuple[str, list[ChunkHit]]:
     """(retrieval query, hits) of a message in a conversation: folded with it only when it depends on it.
 
@@ -230,44 +233,44 @@ def retrieve_in_conversation(wb: "Workbench", message: str, history: Sequence[di
     conversation's topic is kept, and the passages the last answer cited stay candidates
     (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
-    alone = retrieve_distinct(wb, message, k=k, site_id=site_id)
+    alone = retrieve_distinct(store, message, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
         return message, alone
-    folded = wb.llm.condense(history, message)
+    folded = llm().condense(history, message)
     if not folded or folded == message:
         return message, alone
-    contextual = retrieve_distinct(wb, folded, k=k, site_id=site_id)
+    contextual = retrieve_distinct(store, folded, k=k, site_id=site_id)
     if not contextual:
         return message, alone
     if not alone or alone[0].chunk_id == contextual[0].chunk_id:
-        return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)
+        return folded, with_cited_passages(store, folded, contextual, history, k=k, site_id=site_id)
     from rag_core.search.hybrid import term_coverage
 
     own, other = alone[0], contextual[0]
-    coverage = term_coverage(wb.reads, message, [own, other])
+    coverage = term_coverage(store.reads, message, [own, other])
     closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
-    scale = cosine_scale(wb.embedder_name)
+    scale = cosine_scale(store.embedder_name)
     read = (lambda cosine: cosine) if scale.is_identity else scale.relevance
     margin = scale.follow_up_margin if FOLLOW_UP_MARGIN is None else FOLLOW_UP_MARGIN
-    closer_in_meaning = read(own.similarity) - read(message_similarity(wb, message, [other], alone)[0]) > margin
+    closer_in_meaning = read(own.similarity) - read(message_similarity(store, message, [other], alone)[0]) > margin
     if closer_in_words and closer_in_meaning:
         return message, alone
-    return folded, with_cited_passages(wb, folded, contextual, history, k=k, site_id=site_id)
+    return folded, with_cited_passages(store, folded, contextual, history, k=k, site_id=site_id)
 
 
-def retrieve_distinct(wb: "Workbench", query: str, *, k: int, site_id: str | None) -> list[ChunkHit]:
+def retrieve_distinct(store: Store, query: str, *, k: int, site_id: str | None) -> list[ChunkHit]:
     """The top hits of k distinct passages, with their repeats in other sites (searching every site).
 
     The same file ingested into several sites fills k hits with copies of fewer passages; then the
     search is asked once more for deeper hits, so the answer still has k passages to choose from.
     """
-    hits = wb.retrieve(query, k=k, site_id=site_id)
+    hits = retrieve(store, query, k=k, site_id=site_id)
     if len(hits) < k or len(distinct_passages(hits)[0]) == len(hits):
         return hits
-    return with_repeats(wb.retrieve(query, k=k * REPEAT_DEPTH, site_id=site_id), k)
+    return with_repeats(retrieve(store, query, k=k * REPEAT_DEPTH, site_id=site_id), k)
 
 
-def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
+def with_cited_passages(store: Store, query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],
                          *, k: int, site_id: str | None) -> list[ChunkHit]:
     """A follow-up's hits joined by the chunks the last answer cited and the chunks beside them.
 
@@ -285,8 +288,8 @@ def with_cited_passages(wb: "Workbench", query: str, hits: Sequence[ChunkHit], h
                      if c.isascii() and c.isdigit() and len(c) <= 18})
     if not chunks:
         return list(hits)
-    vector = embed_query(wb.embedder, " ".join(query.split()))
-    with wb.reads.connection() as conn:
+    vector = embed_query(store.embedder, " ".join(query.split()))
+    with store.reads.connection() as conn:
         rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "chunks": chunks, "site": site_id,
                                                 "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
@@ -311,21 +314,21 @@ LIMIT %(k)s
 """
 
 
-def message_similarity(wb: "Workbench", message: str, hits: Sequence[ChunkHit],
+def message_similarity(store: Store, message: str, hits: Sequence[ChunkHit],
                        known: Sequence[ChunkHit] = ()) -> list[float]:
     """Cosine similarity of each hit's chunk to the message (taken from `known` hits of it when there)."""
     seen = {h.chunk_id: h.similarity for h in known}
     missing = [h.chunk_id for h in hits if h.chunk_id not in seen]
     if missing:
-        vector = embed_query(wb.embedder, " ".join(message.split()))
-        with wb.reads.connection() as conn:
+        vector = embed_query(store.embedder, " ".join(message.split()))
+        with store.reads.connection() as conn:
             rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
                                 (vector, missing)).fetchall()
         seen.update({int(i): float(sim or 0.0) for i, sim in rows})
     return [seen.get(h.chunk_id, 0.0) for h in hits]
 
 
-def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k: int = 5,
+def run_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_id: str | None = None, k: int = 5,
              site_id: str | None = None, user_id: str | None = None, resource_name: str | None = None,
              on_token: Callable[[str], None] | None = None, language: str | None = None) -> ChatTurn:
     """Answer one message with the session's history and the documents; store both messages.
@@ -334,28 +337,28 @@ def run_turn(wb: "Workbench", message: str, *, session_id: str | None = None, k:
     nothing; the assistant message and its citations are written in one statement afterwards. A model
     that cannot be built (an unknown RAG_LLM) is refused first, before anything is stored.
     """
-    llm = wb.llm
-    prepared = prepare_turn(wb, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
+    answerer = llm()
+    prepared = prepare_turn(store, llm, message, session_id=session_id, k=k, site_id=site_id, user_id=user_id,
                             resource_name=resource_name, language=language)
     if prepared.request is None:
         answer = prepared.no_index_answer
         return ChatTurn(session_id=prepared.session_id, question=prepared.question, answer=answer, sources=[],
                         retrieval_query="", context={}, rendered=render_turn([], answer, prepared.language),
-                        flags=prepared.flags, llm=llm.describe())
+                        flags=prepared.flags, llm=answerer.describe())
 
     # 5. The answer (LLMError propagates: the user's message is already stored).
     request, sources = prepared.request, prepared.sources
-    answer = llm.answer(request, on_token=on_token)
+    answer = answerer.answer(request, on_token=on_token)
     if request.retrieval_failed:
         notice = labels(prepared.language)["retrieval_failed"]
         answer = f"{notice}\n\n{answer}" if answer else notice
 
     # 6. The assistant message with the sources actually given to the model.
-    assistant_msg = sessions.append_message(wb.db, prepared.session_id, "assistant", answer, site_id=site_id,
+    assistant_msg = sessions.append_message(store.db, prepared.session_id, "assistant", answer, site_id=site_id,
                                             user_id=user_id, sources=[s.to_citation() for s in sources])
     return ChatTurn(
         session_id=prepared.session_id, question=prepared.question, answer=answer, sources=sources,
         retrieval_query=prepared.retrieval_query, context=request.to_dict(),
         rendered=render_turn(sources, answer, prepared.language), flags=prepared.flags,
-        llm=llm.describe(), message_ids=[*prepared.message_ids, assistant_msg["id"]],
+        llm=answerer.describe(), message_ids=[*prepared.message_ids, assistant_msg["id"]],
     )

@@ -58,7 +58,7 @@ def evaluate(
             def on_query(done: int, total: int) -> None:
                 bar.update(query_task, completed=done, total=total, visible=True)
 
-            result = run_eval(wb, path, mode=mode, k=k, max_queries=max_queries,
+            result = run_eval(wb.library, wb.search_engine, path, mode=mode, k=k, max_queries=max_queries,
                               ingest_progress=on_ingest, query_progress=on_query)
     data = result.to_dict()
     if output:

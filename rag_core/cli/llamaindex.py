@@ -31,7 +31,7 @@ def _run(label: str, fn, **kwargs) -> dict:
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=common.console) as bar:
             task = bar.add_task("nodes", total=None)
-            return fn(wb, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
+            return fn(wb.store, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
 
 
 @import_app.command("llamaindex")

@@ -1,4 +1,4 @@
-"""The evaluation runner: a BEIR set into its own site, its judged queries through Workbench.search.
+"""The evaluation runner: a BEIR set into its own site, its judged queries through the search service.
 
 The corpus goes into the site `eval:<name>` with sources `<name>/<doc id>`; a second run finds
 every document unchanged and embeds nothing. Queries run through the same search as every surface
@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -26,7 +26,8 @@ from rag_core.security.ids import EVAL_SITE_PREFIX
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rag_core.workbench import Workbench
+    from rag_core.ingest.service import DocumentService
+    from rag_core.search.service import SearchEngine
 
 RANK_DEPTH = 10  # mrr@10 and ndcg@10 need the top ten documents
 
@@ -102,32 +103,32 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {cpu or 'unknown CPU'}, {platform.system()} {platform.release()}"
 
 
-def ingest_dataset(wb: Workbench, ds: BeirDataset, progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
+def ingest_dataset(documents: DocumentService, ds: BeirDataset, progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Put the corpus into `eval:<name>` (unchanged documents are skipped); returns the ingest summary."""
     site = EVAL_SITE_PREFIX + ds.name
     records = [{"source": ds.source_of(d["_id"]), "title": d["title"], "text": d["text"]} for d in ds.corpus]
-    report = wb.ingest_texts(records, site_id=site, progress=progress)
+    report = documents.ingest_texts(records, site_id=site, progress=progress)
     summary = report.to_dict()
     result = {key: summary[key] for key in ("indexed", "updated", "unchanged", "failed", "chunks", "duration_s")}
-    result["removed"] = prune_site(wb, site, {r["source"] for r in records})
+    result["removed"] = prune_site(documents, site, {r["source"] for r in records})
     return result
 
 
-def prune_site(wb: Workbench, site: str, keep: set[str]) -> int:
+def prune_site(documents: DocumentService, site: str, keep: set[str]) -> int:
     """Delete the documents of an eval site that the set no longer holds (a sample drawn differently)."""
     stale, offset = [], 0
     while True:
-        page = wb.documents(site_id=site, limit=1000, offset=offset)
+        page = documents.documents(site_id=site, limit=1000, offset=offset)
         stale += [d["source"] for d in page if d["source"] not in keep]
         if len(page) < 1000:
             break
         offset += 1000
     for source in stale:
-        wb.delete_source(source, site_id=site)
+        documents.delete_source(source, site_id=site)
     return len(stale)
 
 
-def run_eval(wb: Workbench, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
+def run_eval(documents: DocumentService, engine: SearchEngine, path: str | Path, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
              ingest_progress: Callable[[Any], None] | None = None,
              query_progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Ingest a BEIR set (a folder, or a set name in RAG_EVAL_DATA) once and score its judged queries."""
@@ -137,26 +138,26 @@ def run_eval(wb: Workbench, path: str | Path, *, mode: str = "hybrid", k: int = 
         raise InvalidInput(f"k is {k}; choose between 1 and 50.")
     if max_queries is not None and max_queries < 1:
         raise InvalidInput(f"--max-queries is {max_queries}; give a positive number or leave it out for all.")
-    ds = load_beir(find_eval_set(path, wb.settings.eval_data_dir))
+    ds = load_beir(find_eval_set(path, documents.store.settings.eval_data_dir))
     if not ds.corpus:
         raise InvalidInput(f"{ds.path / 'corpus.jsonl'} holds no documents.")
     if not ds.judged_queries:
         raise InvalidInput(f"No query in {ds.path / 'queries.jsonl'} has a relevant document in qrels.tsv.")
-    return evaluate_dataset(wb, ds, mode=mode, k=k, max_queries=max_queries, ingest_progress=ingest_progress,
-                            query_progress=query_progress)
+    return evaluate_dataset(documents, engine, ds, mode=mode, k=k, max_queries=max_queries,
+                            ingest_progress=ingest_progress, query_progress=query_progress)
 
 
-def evaluate_dataset(wb: Workbench, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
+def evaluate_dataset(documents: DocumentService, engine: SearchEngine, ds: BeirDataset, *, mode: str = "hybrid", k: int = 5, max_queries: int | None = None,
                      ingest_progress: Callable[[Any], None] | None = None,
                      query_progress: Callable[[int, int], None] | None = None,
-                     engine: Any = None, label: str | None = None, site_id: str | None = None) -> EvalResult:
+                     label: str | None = None, site_id: str | None = None) -> EvalResult:
     """Ingest a loaded set into `eval:<name>` (once) and score its judged queries.
 
     Args:
         site_id: score against the documents already stored in this site (a user's own judged queries,
             whose document ids are the stored sources): nothing is ingested.
-        engine: the SearchEngine to query (default wb.search_engine); sweeps pass one with other
-            fusion or reranker settings over the same store.
+        engine: the SearchEngine to query; sweeps pass one with other fusion or reranker settings over the
+            same store.
         label: the mode name recorded in the result (e.g. "hybrid+rerank"); defaults to `mode`.
     """
     if mode not in MODES:
@@ -166,7 +167,6 @@ def evaluate_dataset(wb: Workbench, ds: BeirDataset, *, mode: str = "hybrid", k:
         qids = qids[:max_queries]
     if not qids:
         raise InvalidInput(f"Evaluation set '{ds.name}' has no judged query to score.")
-    engine = engine if engine is not None else wb.search_engine
     ingest_progress = auto_progress(ingest_progress, f"ingest {ds.name}")
     on_query = auto_progress((lambda p: query_progress(*p)) if query_progress else None,
                              f"{ds.name} · {label or mode}", unit="query")
@@ -174,7 +174,7 @@ def evaluate_dataset(wb: Workbench, ds: BeirDataset, *, mode: str = "hybrid", k:
         site, ingest, doc_of_source = site_id, {}, {}
     else:
         site = EVAL_SITE_PREFIX + ds.name
-        ingest = ingest_dataset(wb, ds, ingest_progress)
+        ingest = ingest_dataset(documents, ds, ingest_progress)
         doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
     depth = max(RANK_DEPTH, k)
     sums = {"precision": 0.0, "hit": 0.0, "recall": 0.0, "mrr": 0.0, "ndcg": 0.0}
@@ -209,7 +209,7 @@ def evaluate_dataset(wb: Workbench, ds: BeirDataset, *, mode: str = "hybrid", k:
             on_query((n, len(qids)))
     count = len(qids)
     return EvalResult(
-        dataset=ds.name, site_id=site, mode=label or mode, k=k, queries=count, embedder=wb.embedder_name,
+        dataset=ds.name, site_id=site, mode=label or mode, k=k, queries=count, embedder=documents.store.embedder_name,
         precision=sums["precision"] / count, hit=sums["hit"] / count, recall=sums["recall"] / count,
         mrr10=sums["mrr"] / count, ndcg10=sums["ndcg"] / count,
         latency_p50_ms=percentile(latencies, 50), latency_p95_ms=percentile(latencies, 95),

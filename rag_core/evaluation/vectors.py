@@ -23,6 +23,11 @@ from rag_core.providers.embeddings import embedding_dimension
 REPEAT_MARKER = re.compile(r" \[v(\d+)\]")
 
 
+def embedder_slug(embedder: str) -> str:
+    """An embedder's name as a database or file name part: 'e5-small' -> 'e5_small'."""
+    return re.sub(r"[^a-z0-9]+", "_", embedder.lower()).strip("_")
+
+
 def text_key(text: str) -> str:
     """The cache key of a text (sha1 of its UTF-8 bytes)."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
@@ -108,8 +113,6 @@ def embed_once(embedder: BaseEmbedding, texts: Sequence[str], vectors: dict[str,
 
 def embedder_cache_file(folder: Path, stem: str, embedder: str) -> Path:
     """`folder/<stem>_<embedder>.npz`: a vector cache holds one embedder's vectors, keyed by text only."""
-    from rag_core.evaluation.suite import embedder_slug
-
     return folder / f"{stem}_{embedder_slug(embedder)}.npz"
 
 

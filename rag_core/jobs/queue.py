@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from rag_core.db.database import Database
     from rag_core.settings import RagSettings
-    from rag_core.workbench import Workbench
+    from rag_core.ingest.service import DocumentService
 
 log = logging.getLogger(__name__)
 
@@ -109,15 +109,15 @@ class JobQueue:
                 self._sync_app = None
 
     # ----- the working side -----
-    def _worker_app(self, wb: Workbench, concurrency: int) -> App:
+    def _worker_app(self, documents: DocumentService, concurrency: int) -> App:
         app = App(connector=PsycopgConnector(conninfo=self.url, min_size=1, max_size=concurrency + 3,
                                              kwargs={"connect_timeout": 10}))
         retry = RetryStrategy(max_attempts=BUSY_RETRIES, wait=BUSY_WAIT_SEC, retry_exceptions={JobBusy})
         for kind in tasks.RUNNERS:
-            app.task(name=f"rag.{kind}", queue=QUEUE, pass_context=True, retry=retry)(self._task(wb, kind))
+            app.task(name=f"rag.{kind}", queue=QUEUE, pass_context=True, retry=retry)(self._task(documents, kind))
         return app
 
-    def _task(self, wb: Workbench, kind: str) -> Any:
+    def _task(self, documents: DocumentService, kind: str) -> Any:
         runner = tasks.RUNNERS[kind]
 
         def run(context: JobContext, *, site_id: str | None, description: str, args: dict[str, Any]) -> None:
@@ -133,7 +133,7 @@ class JobQueue:
                 records.start(self.db, job_id, kind, site_id, description)
                 writer = _ProgressWriter(self.db, job_id, context)
                 try:
-                    result, errors = runner(wb, writer, **args)
+                    result, errors = runner(documents, writer, **args)
                 except JobAborted:
                     writer.flush()
                     records.finish(self.db, job_id, None, [{"source": None, "reason": "cancelled"}])
@@ -159,12 +159,12 @@ class JobQueue:
             held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", run_lock_key(job_id)).fetchone()[0]
             yield held
 
-    def run_worker(self, wb: Workbench, concurrency: int = 1, *, name: str | None = None,
+    def run_worker(self, documents: DocumentService, concurrency: int = 1, *, name: str | None = None,
                    install_signal_handlers: bool = True, wait: bool = True,
                    started: list[Worker] | None = None) -> None:
         """Take jobs until stopped (SIGTERM/SIGINT finish the running jobs first) or, with wait=False,
         until the queue is empty."""
-        app = self._worker_app(wb, concurrency)
+        app = self._worker_app(documents, concurrency)
         worker = Worker(app, queues=[QUEUE], concurrency=concurrency, wait=wait,
                         name=name or f"{socket.gethostname()}:{os.getpid()}",
                         install_signal_handlers=install_signal_handlers,
@@ -234,7 +234,7 @@ class JobQueue:
             await app.job_manager.retry_job(job)
 
     # ----- the worker inside `rag serve` and the app -----
-    def host(self, wb: Workbench) -> bool:
+    def host(self, documents: DocumentService) -> bool:
         """Run queued jobs in this process whenever no worker is alive: now, and checked again every few
         seconds (a job queued by `rag ingest --background` in another terminal). True if a worker runs here now."""
         if self.settings.jobs_in_process_worker == "off":
@@ -247,7 +247,7 @@ class JobQueue:
                 def watch() -> None:
                     while not stop.wait(every):
                         try:
-                            self.ensure_worker(wb)
+                            self.ensure_worker(documents)
                         except Exception as exc:  # noqa: BLE001 - a database restart; the next round retries
                             log.debug("Checking for a job worker failed: %s", exc)
 
@@ -257,9 +257,9 @@ class JobQueue:
                 # Before the embedded server's own exit hook stops it (hooks run last registered first): a
                 # watcher or worker left running would query a server that is gone.
                 atexit.register(self.stop_in_process)
-        return self.ensure_worker(wb)
+        return self.ensure_worker(documents)
 
-    def ensure_worker(self, wb: Workbench) -> bool:
+    def ensure_worker(self, documents: DocumentService) -> bool:
         """Start a worker thread in this process when jobs wait and no worker is alive; True if one runs here."""
         mode = self.settings.jobs_in_process_worker
         if mode == "off":
@@ -275,16 +275,16 @@ class JobQueue:
                 if live or not waiting:
                     return False
             started: list[Worker] = []
-            thread = threading.Thread(target=self._run_in_process, args=(wb, started), name="rag-job-worker",
+            thread = threading.Thread(target=self._run_in_process, args=(documents, started), name="rag-job-worker",
                                       daemon=True)
             self._in_process = (thread, started)
             thread.start()
         log.info("No job worker is running: this process runs the queued jobs itself.")
         return True
 
-    def _run_in_process(self, wb: Workbench, started: list[Worker]) -> None:
+    def _run_in_process(self, documents: DocumentService, started: list[Worker]) -> None:
         try:
-            self.run_worker(wb, 1, name=f"in-process:{socket.gethostname()}:{os.getpid()}",
+            self.run_worker(documents, 1, name=f"in-process:{socket.gethostname()}:{os.getpid()}",
                             install_signal_handlers=False, started=started)
         except Exception:  # noqa: BLE001 - logged; the next enqueue starts another
             log.exception("The in-process job worker stopped")

@@ -1,7 +1,7 @@
-"""What each kind of job runs: one Workbench call, with its report turned into (result, per-file errors).
+"""What each kind of job runs: one DocumentService call, with its report turned into (result, per-file errors).
 
-The Workbench is passed in (cores compose it, never import it); each runner takes the job's
-arguments as procrastinate stored them (JSON) and a progress callback.
+Each runner takes the document service, the job's arguments as procrastinate stored them (JSON) and a
+progress callback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rag_core.jobs import records
 from rag_core.jobs.records import JobError
 
 if TYPE_CHECKING:
-    from rag_core.workbench import Workbench
+    from rag_core.ingest.service import DocumentService
 
 Outcome = tuple[dict[str, Any], list[JobError]]
 
@@ -27,54 +27,54 @@ def _web_errors(report: dict[str, Any]) -> list[JobError]:
     return [JobError(source=e["url"], reason=f"{e['reason']}: {e['message']}") for e in report["errors"]]
 
 
-def ingest_paths(wb: Workbench, progress: ProgressCallback, *, paths: list[str], site_id: str,
+def ingest_paths(documents: DocumentService, progress: ProgressCallback, *, paths: list[str], site_id: str,
                  include: list[str] | None = None, exclude: list[str] | None = None, prune: bool = False) -> Outcome:
     """Files and folders on the worker's machine (a shared disk when workers run elsewhere)."""
-    report = wb.ingest_paths(paths, include=include or (), exclude=exclude or (), site_id=site_id,
+    report = documents.ingest_paths(paths, include=include or (), exclude=exclude or (), site_id=site_id,
                              progress=progress).to_dict()
     report.pop("documents", None)
-    vanished = wb.vanished_sources(paths, site_id=site_id)
+    vanished = documents.vanished_sources(paths, site_id=site_id)
     for source in vanished if prune else []:
-        wb.delete_source(source, site_id=site_id)
+        documents.delete_source(source, site_id=site_id)
     report["pruned" if prune else "vanished"] = vanished
     return report, _ingest_errors(report)
 
 
-def ingest_uploads(wb: Workbench, progress: ProgressCallback, *, batch: str, site_id: str) -> Outcome:
+def ingest_uploads(documents: DocumentService, progress: ProgressCallback, *, batch: str, site_id: str) -> Outcome:
     """Uploaded files kept in the database until stored; each one its own run, so each is reported."""
-    files = records.file_names(wb.db, batch)
+    files = records.file_names(documents.store.db, batch)
     outcomes = []
     chunks = 0
     for done, (file_id, name) in enumerate(files):
         progress(Progress(done, len(files), chunks, name))
-        outcome = wb.ingest_bytes(name, records.file_data(wb.db, file_id), site_id=site_id)
+        outcome = documents.ingest_bytes(name, records.file_data(documents.store.db, file_id), site_id=site_id)
         chunks += outcome.chunks if outcome.status in ("indexed", "updated") else 0
         outcomes.append(outcome)
     progress(Progress(len(files), len(files), chunks, ""))
-    records.drop_files(wb.db, batch)
+    records.drop_files(documents.store.db, batch)
     counts = {status: sum(1 for o in outcomes if o.status == status)
               for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
     errors = [JobError(source=o.source, reason=o.reason or "failed") for o in outcomes if o.status == "failed"]
     return {**counts, "chunks": chunks, "errors": [dict(e) for e in errors]}, errors
 
 
-def ingest_texts(wb: Workbench, progress: ProgressCallback, *, texts: list[dict[str, Any]], site_id: str) -> Outcome:
-    report = wb.ingest_texts(texts, site_id=site_id, progress=progress).to_dict()  # type: ignore[arg-type]
+def ingest_texts(documents: DocumentService, progress: ProgressCallback, *, texts: list[dict[str, Any]], site_id: str) -> Outcome:
+    report = documents.ingest_texts(texts, site_id=site_id, progress=progress).to_dict()  # type: ignore[arg-type]
     return report, _ingest_errors(report)
 
 
-def crawl(wb: Workbench, progress: ProgressCallback, *, index_url: str, site_id: str, pattern: str = "") -> Outcome:
-    report = wb.ingest_index(index_url, pattern, site_id=site_id, progress=progress).to_dict()
+def crawl(documents: DocumentService, progress: ProgressCallback, *, index_url: str, site_id: str, pattern: str = "") -> Outcome:
+    report = documents.ingest_index(index_url, pattern, site_id=site_id, progress=progress).to_dict()
     return report, _web_errors(report)
 
 
-def add_page(wb: Workbench, progress: ProgressCallback, *, url: str, site_id: str) -> Outcome:
-    report = wb.ingest_url(url, site_id=site_id, progress=progress).to_dict()
+def add_page(documents: DocumentService, progress: ProgressCallback, *, url: str, site_id: str) -> Outcome:
+    report = documents.ingest_url(url, site_id=site_id, progress=progress).to_dict()
     return report, _web_errors(report)
 
 
-def reindex(wb: Workbench, progress: ProgressCallback) -> Outcome:
-    return dict(wb.reindex(progress=progress)), []
+def reindex(documents: DocumentService, progress: ProgressCallback) -> Outcome:
+    return dict(documents.reindex(progress=progress)), []
 
 
 RUNNERS: dict[str, Callable[..., Outcome]] = {

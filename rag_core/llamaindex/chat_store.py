@@ -8,19 +8,17 @@ only through `get_sources`, so they never leak into LlamaIndex's condense prompt
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from psycopg.types.json import Jsonb
 
+from rag_core.ingest.handle import Store
 from rag_core.chat import sessions
 from rag_core.chat.prompts import session_title
 from rag_core.errors import InvalidInput
-
-if TYPE_CHECKING:
-    from rag_core.workbench import Workbench
 
 ROLES = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system"}
 # The most messages one key returns (the workbench's history limit).
@@ -45,11 +43,11 @@ class WorkbenchChatStore(BaseChatStore):
 
     site_id: Optional[str] = None
     user_id: Optional[str] = None
-    _wb: Any = PrivateAttr()
+    _handle: Any = PrivateAttr()
 
-    def __init__(self, wb: "Workbench", site_id: str | None = None, user_id: str | None = None) -> None:
+    def __init__(self, handle: Store, site_id: str | None = None, user_id: str | None = None) -> None:
         super().__init__(site_id=site_id, user_id=user_id)
-        self._wb = wb
+        self._handle = handle
 
     @classmethod
     def class_name(cls) -> str:
@@ -59,7 +57,7 @@ class WorkbenchChatStore(BaseChatStore):
         sources = message.additional_kwargs.get("sources") if message.additional_kwargs else None
         role = _role(message)
         return sessions.append_message(
-            self._wb.db, sessions.check_chat_session_id(key), role, message.content or "", sources=sources,
+            self._handle.db, sessions.check_chat_session_id(key), role, message.content or "", sources=sources,
             site_id=self.site_id, user_id=self.user_id,
             title=session_title(message.content or "") if role == "user" else None)
 
@@ -70,34 +68,34 @@ class WorkbenchChatStore(BaseChatStore):
 
     def get_messages(self, key: str) -> list[ChatMessage]:
         return [ChatMessage(role=m["role"], content=m["content"])
-                for m in sessions.history(self._wb.db, key, MAX_MESSAGES)]
+                for m in sessions.history(self._handle.db, key, MAX_MESSAGES)]
 
     def get_sources(self, key: str) -> list[list[dict[str, Any]]]:
         """The citations stored with each message of the session (empty for user messages)."""
-        return [m["sources"] for m in sessions.history(self._wb.db, key, MAX_MESSAGES)]
+        return [m["sources"] for m in sessions.history(self._handle.db, key, MAX_MESSAGES)]
 
     def add_message(self, key: str, message: ChatMessage) -> None:
         self._append(key, message)
 
     def attach_sources(self, key: str, citations: list[dict[str, Any]]) -> None:
         """Store citations with the session's last assistant message (a chat engine wrote it without them)."""
-        with self._wb.db.connection() as conn:
+        with self._handle.db.connection() as conn:
             conn.execute(
                 "UPDATE chat_messages SET sources = %s WHERE id = (SELECT max(id) FROM chat_messages"
                 " WHERE session_id = %s AND role = 'assistant')", (Jsonb(citations), key))
 
     def delete_messages(self, key: str) -> Optional[list[ChatMessage]]:
         messages = self.get_messages(key)
-        with self._wb.db.connection() as conn:
+        with self._handle.db.connection() as conn:
             conn.execute("DELETE FROM chat_messages WHERE session_id = %s", (key,))
         return messages or None
 
     def _delete_at(self, key: str, idx: int) -> Optional[ChatMessage]:
-        rows = sessions.history(self._wb.db, key, MAX_MESSAGES)
+        rows = sessions.history(self._handle.db, key, MAX_MESSAGES)
         if not -len(rows) <= idx < len(rows):
             return None
         row = rows[idx]
-        with self._wb.db.connection() as conn:
+        with self._handle.db.connection() as conn:
             conn.execute("DELETE FROM chat_messages WHERE id = %s", (row["id"],))
         return ChatMessage(role=row["role"], content=row["content"])
 
@@ -108,4 +106,4 @@ class WorkbenchChatStore(BaseChatStore):
         return self._delete_at(key, -1)
 
     def get_keys(self) -> list[str]:
-        return [s["id"] for s in sessions.list_sessions(self._wb.db, self.site_id, self.user_id, limit=MAX_MESSAGES)]
+        return [s["id"] for s in sessions.list_sessions(self._handle.db, self.site_id, self.user_id, limit=MAX_MESSAGES)]

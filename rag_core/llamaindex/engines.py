@@ -9,7 +9,7 @@ cites them as [n], and every response carries its sources (`metadata["sources"]`
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from llama_index.core.base.llms.types import (
     ChatMessage, ChatResponse, CompletionResponse, CompletionResponseGen, LLMMetadata, MessageRole,
@@ -27,13 +27,18 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from rag_core.chat.citations import Source, render_turn
 from rag_core.chat.context import reference_block
+from rag_core.chat.llms import LLM
 from rag_core.chat.prompts import ANSWER_RULES, DEFAULT_SYSTEM_PROMPT, AnswerRequest, Passage
+from rag_core.chat import sessions
+from rag_core.ingest.handle import Store
+from rag_core.llamaindex.chat_store import WorkbenchChatStore
+from rag_core.llamaindex.retriever import WorkbenchRetriever
+from rag_core.settings import RagSettings
 
 if TYPE_CHECKING:
     from llama_index.core.base.base_retriever import BaseRetriever
     from llama_index.core.llms.llm import LLM as LlamaLLM
 
-    from rag_core.workbench import Workbench
 
 QA_TEMPLATE = PromptTemplate(
     f"{DEFAULT_SYSTEM_PROMPT}\n\n{ANSWER_RULES}\n\nCONTEXT:\n{{context_str}}\n\nQuestion: {{query_str}}\nAnswer: ")
@@ -124,8 +129,9 @@ class WorkbenchLLM(CustomLLM):
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
 
 
-def workbench_llm(wb: "Workbench") -> WorkbenchLLM:
-    return WorkbenchLLM(wb.llm)
+def workbench_llm(answerer: LLM) -> WorkbenchLLM:
+    """Our answerer (RAG_LLM) as a LlamaIndex LLM."""
+    return WorkbenchLLM(answerer)
 
 
 class ReferenceNumbers(BaseNodePostprocessor):
@@ -207,12 +213,12 @@ class RerankPostprocessor(BaseNodePostprocessor):
         return ranked[:self.top_n] if self.top_n else ranked
 
 
-def default_postprocessors(wb: "Workbench", extra: Sequence[BaseNodePostprocessor]) -> list[BaseNodePostprocessor]:
+def default_postprocessors(settings: RagSettings, extra: Sequence[BaseNodePostprocessor]) -> list[BaseNodePostprocessor]:
     """The caller's postprocessors, then RAG_RERANKER's reranker when one is set, then one node per passage
     and the reference numbers."""
     from rag_core.providers.rerankers import build_reranker
 
-    reranker = build_reranker(wb.settings)
+    reranker = build_reranker(settings)
     return [*extra, *([RerankPostprocessor(reranker)] if reranker is not None else []), DistinctPassages(),
             ReferenceNumbers()]
 
@@ -256,18 +262,18 @@ class CitingQueryEngine(RetrieverQueryEngine):
         return response
 
 
-def query_engine(wb: "Workbench", *, llm: "LlamaLLM | None" = None, retriever: "BaseRetriever | None" = None,
+def query_engine(handle: Store, answerer: Callable[[], LLM], *, llm: "LlamaLLM | None" = None, retriever: "BaseRetriever | None" = None,
                  node_postprocessors: Sequence[BaseNodePostprocessor] = (), response_mode: str = "compact",
                  **retriever_args: Any) -> CitingQueryEngine:
     """A query engine: the workbench's retriever (or any), postprocessors, then numbered references."""
     from llama_index.core.response_synthesizers import get_response_synthesizer
 
-    llm = llm or workbench_llm(wb)
-    retriever = retriever or wb.as_retriever(**retriever_args)
+    llm = llm or workbench_llm(answerer())
+    retriever = retriever or WorkbenchRetriever(handle, **retriever_args)
     synthesizer = get_response_synthesizer(llm=llm, text_qa_template=QA_TEMPLATE, response_mode=response_mode)
     engine = CitingQueryEngine(retriever=retriever, response_synthesizer=synthesizer,
-                               node_postprocessors=default_postprocessors(wb, node_postprocessors))
-    engine.language = wb.settings.language
+                               node_postprocessors=default_postprocessors(handle.settings, node_postprocessors))
+    engine.language = handle.settings.language
     return engine
 
 
@@ -291,21 +297,18 @@ class CitingChatEngine(CondensePlusContextChatEngine):
         return self._cite(await super().achat(message, chat_history))
 
 
-def chat_engine(wb: "Workbench", session_id: str, *, llm: "LlamaLLM | None" = None,
+def chat_engine(handle: Store, answerer: Callable[[], LLM], session_id: str, *, llm: "LlamaLLM | None" = None,
                 retriever: "BaseRetriever | None" = None, site_id: str | None = None, user_id: str | None = None,
                 node_postprocessors: Sequence[BaseNodePostprocessor] = (), **retriever_args: Any) -> CitingChatEngine:
     """A chat engine whose history is the workbench's chat session `session_id`."""
-    from rag_core.chat import sessions
-    from rag_core.llamaindex.chat_store import WorkbenchChatStore
-
-    llm = llm or workbench_llm(wb)
-    retriever = retriever or wb.as_retriever(site_id=site_id, **retriever_args)
+    llm = llm or workbench_llm(answerer())
+    retriever = retriever or WorkbenchRetriever(handle, site_id=site_id, **retriever_args)
     memory = ChatMemoryBuffer.from_defaults(
-        chat_store=WorkbenchChatStore(wb, site_id=site_id, user_id=user_id),
+        chat_store=WorkbenchChatStore(handle, site_id=site_id, user_id=user_id),
         chat_store_key=sessions.check_chat_session_id(session_id), token_limit=min(30_000, llm.metadata.context_window // 2))
     engine = CitingChatEngine(
         retriever=retriever, llm=llm, memory=memory, context_prompt=CHAT_CONTEXT_TEMPLATE,
         condense_prompt=DEFAULT_CONDENSE_PROMPT_TEMPLATE, system_prompt=DEFAULT_SYSTEM_PROMPT,
-        node_postprocessors=default_postprocessors(wb, node_postprocessors))
-    engine.language = wb.settings.language
+        node_postprocessors=default_postprocessors(handle.settings, node_postprocessors))
+    engine.language = handle.settings.language
     return engine

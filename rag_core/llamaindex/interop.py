@@ -15,17 +15,17 @@ import psycopg
 from psycopg import sql
 from llama_index.core.schema import MetadataMode
 
+from rag_core.ingest.handle import Store
 from rag_core.db.database import URL_FORM, connectable_url, database_url_problem, describe_url, sqlalchemy_url
 from rag_core.errors import DatabaseError, InvalidInput, NotFound
 from rag_core.llamaindex.retriever import hits_to_nodes
 from rag_core.llamaindex.vector_store import WorkbenchVectorStore
 from rag_core.search.types import ChunkHit
-from rag_core.security.ids import check_id, check_users_site
+from rag_core.security.ids import check_users_site
 
 if TYPE_CHECKING:
     from llama_index.vector_stores.postgres import PGVectorStore
 
-    from rag_core.workbench import Workbench
 
 Progress = Callable[[int, int], None]
 # Cosine similarity above which a stored vector counts as the workbench embedder's own.
@@ -83,21 +83,21 @@ def _dispose(pg: "PGVectorStore") -> None:
         engine.dispose()
 
 
-def _same_embedder(wb: "Workbench", node: Any) -> bool:
-    if node.embedding is None or len(node.embedding) != len(wb.embedder.get_text_embedding("dimension probe")):
+def _same_embedder(handle: Store, node: Any) -> bool:
+    if node.embedding is None or len(node.embedding) != len(handle.embedder.get_text_embedding("dimension probe")):
         return False
-    ours = np.asarray(wb.embedder.get_text_embedding(node.get_content(metadata_mode=MetadataMode.EMBED)))
+    ours = np.asarray(handle.embedder.get_text_embedding(node.get_content(metadata_mode=MetadataMode.EMBED)))
     theirs = np.asarray(node.embedding, dtype=np.float64)
     cosine = float(ours @ theirs / ((np.linalg.norm(ours) * np.linalg.norm(theirs)) or 1.0))
     return cosine >= SAME_EMBEDDER_COSINE
 
 
-def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: str | None = None,
+def import_table(handle: Store, table: str, *, site_id: str = "default", url: str | None = None,
                  schema: str = "public", batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
     """Ingest every node of a PGVectorStore table into the workbench's store (site `site_id`); a document the
     document rules refuse is skipped and listed under "refused"."""
     check_users_site(site_id)
-    url = _checked_url(url) if url else connectable_url(wb.database_url)
+    url = _checked_url(url) if url else connectable_url(handle.database_url)
     name = _check_table(table)
     dim = _table_dimension(url, schema, name)
     if dim is None:
@@ -108,7 +108,7 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
                                     " ORDER BY 2, id").format(sql.Identifier(schema), sql.Identifier(f"data_{name}"))
                             ).fetchall()
     pg = pg_vector_store(url, name, dim, schema)
-    target = WorkbenchVectorStore(wb, site_id=site_id)
+    target = WorkbenchVectorStore(handle, site_id=site_id)
     keep_vectors: bool | None = None
     done = 0
     refused: list[str] = []
@@ -120,7 +120,7 @@ def import_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
                 end += 1  # a document's nodes stay in one batch: adding them replaces the document
             nodes = pg.get_nodes(node_ids=[r[0] for r in rows[start:end]])
             if keep_vectors is None and nodes:
-                keep_vectors = _same_embedder(wb, nodes[0])
+                keep_vectors = _same_embedder(handle, nodes[0])
             if not keep_vectors:
                 for node in nodes:
                     node.embedding = None
@@ -147,20 +147,20 @@ ORDER BY c.id LIMIT %(batch)s
 """
 
 
-def export_table(wb: "Workbench", table: str, *, site_id: str = "default", url: str | None = None,
+def export_table(handle: Store, table: str, *, site_id: str = "default", url: str | None = None,
                  schema: str = "public", batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
     """Write a site's chunks with their vectors and metadata into a PGVectorStore table (created if missing)."""
-    url = _checked_url(url) if url else connectable_url(wb.database_url)
+    url = _checked_url(url) if url else connectable_url(handle.database_url)
     name = _check_table(table)
-    wb._require_compatible_store()
+    handle.require_compatible()
     from rag_core.ingest import store
 
-    dim = store.read_store_info(wb.db)[1]
+    dim = store.read_store_info(handle.db)[1]
     existing = _table_dimension(url, schema, name)
     if existing is not None and existing != dim:
         raise InvalidInput(f"The PGVectorStore table '{name}' holds {existing}-dimensional vectors but this store's "
                            f"are {dim}-dimensional; export into a new table name.")
-    with wb.db.connection() as conn:
+    with handle.db.connection() as conn:
         total = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s AND embedding IS NOT NULL",
                              (site_id,)).fetchone()[0]
     if not total:
@@ -169,7 +169,7 @@ def export_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
     done, after = 0, 0
     try:
         while True:
-            with wb.db.connection() as conn:
+            with handle.db.connection() as conn:
                 rows = conn.execute(_EXPORT_SQL, {"site": site_id, "after": after, "batch": batch}).fetchall()
             if not rows:
                 break
@@ -177,7 +177,7 @@ def export_table(wb: "Workbench", table: str, *, site_id: str = "default", url: 
                              chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                              similarity=0.0, score=0.0, language=r[11]) for r in rows]
             nodes = []
-            for row, item in zip(rows, hits_to_nodes(wb, hits)):
+            for row, item in zip(rows, hits_to_nodes(handle, hits)):
                 node = item.node
                 for key in ("similarity", "score", "dense_rank", "fulltext_rank", "fulltext_score"):
                     node.metadata.pop(key, None)  # scores of a query, not of the chunk

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
+from rag_core.ingest.handle import Store
 from rag_core.errors import InvalidQuery
+from rag_core.search.hybrid import Fusion, cosine_floor, fusion_for, search_chunks
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import MODES, validate_search
 from rag_core.security.ids import check_id
 from rag_core.security.text import check_storable
-
-if TYPE_CHECKING:
-    from rag_core.workbench import Workbench
 
 # Metadata keys a filter may name, and the filter of ours each one becomes.
 FILTER_KEYS = {
@@ -99,14 +99,14 @@ def filter_scope(filters: MetadataFilters | None, site_id: str | None = None) ->
     return scope
 
 
-def node_ids(wb: "Workbench", hits: Sequence[ChunkHit]) -> dict[int, tuple[str, str, dict[str, Any]]]:
+def node_ids(handle: Store, hits: Sequence[ChunkHit]) -> dict[int, tuple[str, str, dict[str, Any]]]:
     """chunk id -> (node id, document's ref id, node metadata): what LlamaIndex gave them, else ours.
 
     Our own chunks are `rag-<document id>-<chunk index>` in the document whose ref id is its source.
     """
     if not hits:
         return {}
-    with wb.reads.connection() as conn:
+    with handle.reads.connection() as conn:
         rows = conn.execute(
             "SELECT c.id, coalesce(c.metadata->>'node_id', 'rag-' || c.document_id || '-' || c.chunk_index),"
             " coalesce(d.metadata->>'ref_doc_id', d.source), c.metadata->'node_metadata'"
@@ -125,9 +125,9 @@ def hit_metadata(hit: ChunkHit) -> dict[str, Any]:
     }
 
 
-def hits_to_nodes(wb: "Workbench", hits: Sequence[ChunkHit]) -> list[NodeWithScore]:
+def hits_to_nodes(handle: Store, hits: Sequence[ChunkHit]) -> list[NodeWithScore]:
     """Hits as LlamaIndex nodes, in order, scored by the ranking's score."""
-    ids = node_ids(wb, hits)
+    ids = node_ids(handle, hits)
     out = []
     for hit in hits:
         node_id, ref_id, extra = ids.get(hit.chunk_id, (f"rag-{hit.document_id}-{hit.chunk_index}", hit.source, {}))
@@ -151,27 +151,35 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def retrieve_nodes(wb: "Workbench", query: str, *, k: int, mode: str, scope: dict[str, Any],
+def search_fusion(handle: Store) -> Fusion:
+    """The fusion and relevance floor search ranks with (SearchEngine's), so nodes come as search lists them."""
+    fusion = fusion_for(handle.embedder_name)
+    if fusion.cosine_floor is None:
+        floor = cosine_floor(handle.settings.embedder, handle.settings.search_cosine_floor)
+        fusion = replace(fusion, cosine_floor=floor)
+    return fusion
+
+
+def retrieve_nodes(handle: Store, query: str, *, k: int, mode: str, scope: dict[str, Any],
                    embedding: Sequence[float] | None = None) -> list[NodeWithScore]:
     """The top k chunks for a query under a filter scope, as nodes (the vector store's query uses it too)."""
-    from rag_core.search.hybrid import search_chunks
     from rag_core.search.retrieval import embed_query
 
     import numpy as np
 
     check_storable(query, "query")
-    wb._require_compatible_store()
+    handle.require_compatible()
     text = " ".join((query or "").split())
     if not text and (mode != "semantic" or embedding is None):
         raise InvalidQuery("The query is empty; give the text to retrieve for.", details={"field": "query"})
     if embedding is not None:
         emb = np.asarray(embedding, dtype=np.float32)
     else:
-        emb = embed_query(wb.embedder, text) if mode != "fulltext" else None
+        emb = embed_query(handle.embedder, text) if mode != "fulltext" else None
     # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
     # the scores search reports. The default fusion ranked another embedder's hits in another order.
-    hits = search_chunks(wb.reads, text, emb, k=k, mode=mode, fusion=wb.search_engine.fusion, **scope)
-    return hits_to_nodes(wb, hits)
+    hits = search_chunks(handle.reads, text, emb, k=k, mode=mode, fusion=search_fusion(handle), **scope)
+    return hits_to_nodes(handle, hits)
 
 
 class WorkbenchRetriever(BaseRetriever):
@@ -184,18 +192,18 @@ class WorkbenchRetriever(BaseRetriever):
         filters: LlamaIndex MetadataFilters on file_type, doc_date, source and site.
     """
 
-    def __init__(self, wb: "Workbench", mode: str = "hybrid", k: int = 5, site_id: str | None = None,
+    def __init__(self, handle: Store, mode: str = "hybrid", k: int = 5, site_id: str | None = None,
                  filters: MetadataFilters | None = None, **kwargs: Any) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidQuery(f"k is {k!r}; choose a whole number from 1 to 1000.", details={"field": "k"})
-        self.wb = wb
+        self.handle = handle
         self.mode = check_mode(mode)
         self.k = k
         self.scope = filter_scope(filters, site_id)  # checked now: a bad filter fails here, not mid-query
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return retrieve_nodes(self.wb, query_bundle.query_str, k=self.k, mode=self.mode, scope=self.scope)
+        return retrieve_nodes(self.handle, query_bundle.query_str, k=self.k, mode=self.mode, scope=self.scope)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # The database and the embedder are synchronous: a worker thread keeps the event loop free.

@@ -11,7 +11,7 @@ import datetime as dt
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
@@ -19,17 +19,17 @@ from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
 )
 
+from rag_core.ingest.handle import Store
 from rag_core.errors import InvalidInput, InvalidQuery, RagError
 from rag_core.ingest import store
+from rag_core.llamaindex.engines import workbench_llm
 from rag_core.llamaindex.retriever import filter_scope, retrieve_nodes
+from rag_core.chat.llms import LLM
 from rag_core.search.validation import DOCUMENT_TYPES
 from rag_core.security.documents import check_document
 from rag_core.security.ids import check_optional_id
 from rag_core.security.text import visible_title
 from rag_core.textproc import detect_language, embedding_input, fts_text
-
-if TYPE_CHECKING:
-    from rag_core.workbench import Workbench
 
 QUERY_MODES = {
     VectorStoreQueryMode.DEFAULT: "semantic",
@@ -83,7 +83,7 @@ def _document_row(site_id: str, ref_id: str, nodes: Sequence[BaseNode], vectors:
         metadata=_json_safe({**first, "ref_doc_id": ref_id, "added_by": "llamaindex"}), chunks=chunks)
 
 
-def fill_llamaindex_defaults(wb: "Workbench") -> None:
+def fill_llamaindex_defaults(handle: Store, answerer: Callable[[], LLM]) -> None:
     """Make the workbench's embedder and answerer LlamaIndex's defaults where the program has set none.
 
     Then `VectorStoreIndex.from_vector_store(wb.vector_store).as_query_engine()` embeds queries in the
@@ -92,12 +92,10 @@ def fill_llamaindex_defaults(wb: "Workbench") -> None:
     """
     from llama_index.core import Settings
 
-    from rag_core.llamaindex.engines import workbench_llm
-
     if Settings._embed_model is None:
-        Settings.embed_model = wb.embedder
+        Settings.embed_model = handle.embedder
     if Settings._llm is None:
-        Settings.llm = workbench_llm(wb)
+        Settings.llm = workbench_llm(answerer())
 
 
 class WorkbenchVectorStore(BasePydanticVectorStore):
@@ -113,12 +111,12 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
     is_embedding_query: bool = True
     flat_metadata: bool = False
     site_id: Optional[str] = None
-    _wb: Any = PrivateAttr()
+    _handle: Any = PrivateAttr()
 
-    def __init__(self, wb: "Workbench", site_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, handle: Store, site_id: str | None = None, **kwargs: Any) -> None:
         check_optional_id(site_id, "site_id")
         super().__init__(site_id=site_id, **kwargs)
-        self._wb = wb
+        self._handle = handle
 
     @classmethod
     def class_name(cls) -> str:
@@ -127,11 +125,11 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
     @property
     def client(self) -> Any:
         """The workbench's connection pool."""
-        return self._wb.db
+        return self._handle.db
 
     def _dimension(self) -> int:
-        self._wb._require_compatible_store()
-        return store.read_store_info(self._wb.db)[1]
+        self._handle.require_compatible()
+        return store.read_store_info(self._handle.db)[1]
 
     # ----- writing -----
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
@@ -158,7 +156,7 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
         nodes = [n for group in groups.values() for n in group]
         missing = [n for n in nodes if n.embedding is None or len(n.embedding) != dim]
         if missing:  # LlamaIndex embedded with another model, or not at all: our embedder decides
-            vectors = self._wb.embedder.get_text_embedding_batch(
+            vectors = self._handle.embedder.get_text_embedding_batch(
                 [embedding_input(str(n.metadata.get("title", "")), n.get_content(metadata_mode=MetadataMode.NONE))
                  for n in missing])
             fresh = {n.node_id: v for n, v in zip(missing, vectors)}
@@ -166,9 +164,9 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
             fresh = {}
         rows = [_document_row(site, ref, group, [fresh.get(n.node_id, n.embedding) for n in group])
                 for ref, group in groups.items()]
-        written = store.write_documents(self._wb.db, rows)
+        written = store.write_documents(self._handle.db, rows)
         failed = refused + [f"{doc.source[:200]!r}: {error}" for doc, _, _, error in written if error]
-        with self._wb.db.connection() as conn:
+        with self._handle.db.connection() as conn:
             with conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE chunks SET metadata = metadata || %s::jsonb WHERE document_id = %s AND chunk_index = %s",
@@ -176,7 +174,7 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
                       doc_id, i)
                      for (doc, doc_id, _, _), group in zip(written, groups.values()) if doc_id is not None
                      for i, n in enumerate(group)])
-        self._wb._after_write()
+        self._handle.after_write()
         if failed:
             raise InvalidInput(f"{len(failed)} document(s) could not be stored: " + "; ".join(failed[:3]),
                                details={"refused": failed[:20]})
@@ -184,13 +182,13 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete the document LlamaIndex knows by this id (its ref_doc_id, or its source) with its chunks."""
-        with self._wb.db.connection() as conn:
+        with self._handle.db.connection() as conn:
             rows = conn.execute(
                 "DELETE FROM documents WHERE (metadata->>'ref_doc_id' = %(ref)s OR source = %(ref)s)"
                 " AND (%(site)s::text IS NULL OR site_id = %(site)s) RETURNING site_id",
                 {"ref": ref_doc_id, "site": self.site_id}).fetchall()
-        store.compact_term_stats(self._wb.db, {r[0] for r in rows})
-        self._wb._after_write()
+        store.compact_term_stats(self._handle.db, {r[0] for r in rows})
+        self._handle.after_write()
 
     # ----- reading -----
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -214,7 +212,7 @@ class WorkbenchVectorStore(BasePydanticVectorStore):
         if not (query.query_str or "").strip() and embedding is None:
             raise InvalidQuery("The query has neither text nor an embedding of the store's dimension.",
                                details={"field": "query"})
-        nodes = retrieve_nodes(self._wb, query.query_str or "", k=max(1, k), mode=mode,
+        nodes = retrieve_nodes(self._handle, query.query_str or "", k=max(1, k), mode=mode,
                                scope=filter_scope(query.filters, self.site_id), embedding=embedding)
         return VectorStoreQueryResult(nodes=[n.node for n in nodes], similarities=[float(n.score) for n in nodes],
                                       ids=[n.node.node_id for n in nodes])

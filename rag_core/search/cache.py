@@ -1,4 +1,4 @@
-"""A TTL cache of identical searches, cleared whenever the store changes (Workbench._after_write).
+"""A TTL cache of identical searches, cleared whenever the store changes (Store.after_write).
 
 In the process by default: another process's ingest reaches it only through the TTL
 (RAG_SEARCH_CACHE_TTL_SEC, 300 s by default, the spec's five minutes). With RAG_REDIS_URL set,

@@ -15,11 +15,21 @@ import stat
 from pathlib import Path
 
 from rag_core.errors import LoaderError
-from rag_core.ingest.loaders.files import check_size
+from rag_core.units import decimal_size
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISDIR, "a folder"))
+
+
+def check_size(size: int, max_bytes: int | None, name: str) -> None:
+    """Refuse a file over RAG_MAX_FILE_MB before it is read (LoaderError naming the size, the limit and the fix)."""
+    if max_bytes is not None and size > max_bytes:
+        raise LoaderError(
+            f"File is {decimal_size(size)}; the limit is {decimal_size(max_bytes, exact=True)} (RAG_MAX_FILE_MB). "
+            "Split the file or raise RAG_MAX_FILE_MB.",
+            details={"file": name or None, "size_bytes": size, "max_bytes": max_bytes},
+        )
 
 
 def _kind(mode: int) -> str:

@@ -73,7 +73,7 @@ def test_search_cache_is_shared_and_invalidated_through_redis(wb, make_settings,
     settings = make_settings(redis_url=redis_url, search_cache_ttl_sec=60)
     assert isinstance(build_search_cache(settings), RedisSearchCache)
     assert isinstance(build_search_cache(make_settings()), SearchCache)
-    engines = [SearchEngine(wb.db, settings, lambda: wb.embedder, wb._require_compatible_store) for _ in range(2)]
+    engines = [SearchEngine(wb.db, settings, lambda: wb.embedder, wb.store.require_compatible) for _ in range(2)]
     query = f"fire alarm {uuid.uuid4().hex[:6]}"
     first = engines[0].search(query, site_id=SITE_A)
     second = engines[1].search(query, site_id=SITE_A)  # another process would see the same entry

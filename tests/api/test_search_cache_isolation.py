@@ -16,7 +16,7 @@ from rag_core.search.service import SearchEngine
 def test_changing_a_returned_response_does_not_change_the_cached_one(wb, make_settings, redis_url, sites,
                                                                      shared: bool) -> None:
     settings = make_settings(redis_url=redis_url if shared else "", search_cache_ttl_sec=60)
-    engine = SearchEngine(wb.db, settings, lambda: wb.embedder, wb._require_compatible_store)
+    engine = SearchEngine(wb.db, settings, lambda: wb.embedder, wb.store.require_compatible)
     assert isinstance(engine.cache, RedisSearchCache if shared else SearchCache)
     query = f"fire alarm evacuation {uuid.uuid4().hex[:6]}"
     stored = engine.search(query, site_id=SITE_A)  # the miss: this object's content went into the cache

@@ -71,4 +71,4 @@ def app_site(app_wb, request: pytest.FixtureRequest):
         conn.execute("DELETE FROM documents WHERE site_id = %s", (site_id,))
         conn.execute("DELETE FROM chat_sessions WHERE site_id = %s", (site_id,))
         conn.execute("DELETE FROM query_log WHERE site_id = %s", (site_id,))
-    app_wb._after_write()
+    app_wb.store.after_write()

@@ -127,7 +127,7 @@ def test_a_chat_over_every_site_shows_a_passage_held_by_two_sites_once_naming_bo
         with app_wb.db.connection() as conn:
             conn.execute("DELETE FROM documents WHERE site_id = %s", (other,))
             conn.execute("DELETE FROM chat_sessions WHERE site_id IS NULL AND title LIKE %s", ("%quillfeather%",))
-        app_wb._after_write()
+        app_wb.store.after_write()
 
 
 def test_uploaded_files_are_ingested_and_listed(app_wb, app_site) -> None:
@@ -327,7 +327,7 @@ def test_switching_site_starts_a_new_conversation_instead_of_writing_into_the_ot
         with app_wb.db.connection() as conn:
             conn.execute("DELETE FROM documents WHERE site_id = %s", (other,))
             conn.execute("DELETE FROM chat_sessions WHERE site_id = %s", (other,))
-        app_wb._after_write()
+        app_wb.store.after_write()
 
 
 def test_a_store_of_the_former_default_embedder_says_how_to_move_it_and_still_searches(empty_db_url) -> None:

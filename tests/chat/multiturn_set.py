@@ -279,7 +279,7 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
     import uuid
 
     from rag_core.chat.prompts import labels
-    from rag_core.evaluation.answers import cited_faithfulness
+    from rag_core.bench.answers import cited_faithfulness
 
     no_answer = [labels(language)["no_context"] for language in ("en", "ru", "ja")]
     records = []

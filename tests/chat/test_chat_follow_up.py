@@ -13,7 +13,7 @@ from multiturn_set import DOCS
 from rag_core.chat.context import content_terms
 from rag_core.chat.extractive import pick_sentences, score_sentences
 from rag_core.db.database import drop_database
-from rag_core.evaluation.suite import embedder_database_url, embedder_workbench
+from rag_core.bench.suite import embedder_database_url, embedder_workbench
 from rag_core.providers.calibration import cosine_scale
 
 DELETE = "rag delete"
@@ -103,7 +103,7 @@ def test_a_sentence_of_another_section_is_not_quoted_for_its_words_alone(wb) -> 
     def embed_query(text: str) -> np.ndarray:
         return np.asarray(model.get_query_embedding(text), dtype=np.float32)
 
-    scale = cosine_scale(wb.embedder_name)  # cosines read as the answerer reads them (rag_core.providers.llms)
+    scale = cosine_scale(wb.embedder_name)  # cosines read as the answerer reads them (rag_core.chat.llms)
     reading = {} if scale.is_identity else {"relevance": scale.relevance}
     question = "And how do I do that from the command line?"
     alone = score_sentences(question, passages, embed=embed, embed_query=embed_query, **reading)

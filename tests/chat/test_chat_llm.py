@@ -104,7 +104,7 @@ def test_instruction_versions_become_the_system_prompt(llm_wb, llm_server, docs_
 def test_llamacpp_refuses_a_path_that_is_not_a_gguf_file(tmp_path) -> None:
     """The GGUF run itself takes minutes on this CPU; it was checked by hand with SmolLM2 (see the README)."""
     from rag_core.errors import ConfigError
-    from rag_core.providers.llms import build_llm
+    from rag_core.chat.llms import build_llm
     from rag_core.settings import load_settings
 
     for bad in ("", str(tmp_path / "missing.gguf"), str(tmp_path)):

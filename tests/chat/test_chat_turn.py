@@ -111,13 +111,11 @@ def test_empty_index_gives_the_ingest_hint_and_stores_nothing(wb, session_id) ->
 
 def test_retrieval_failure_answers_without_context_and_stores_the_turn(wb, docs_site, session_id,
                                                                           monkeypatch) -> None:
-    broken = wb.variant()
-
     def fail(*args, **kwargs):
         raise RuntimeError("index exploded")
 
-    monkeypatch.setattr(broken, "retrieve", fail)
-    turn = broken.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
+    monkeypatch.setattr("rag_core.chat.turn.retrieve", fail)
+    turn = wb.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
     assert turn.flags["retrieval_failed"] and turn.sources == []
     assert turn.answer.startswith("Note: the document search failed")
     rows = _messages(wb, session_id)

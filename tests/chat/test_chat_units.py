@@ -11,7 +11,7 @@ from rag_core.chat.extractive import pick_sentences, score_sentences, split_sent
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.units import parse_duration
 from rag_core.errors import ConfigError, InvalidInput
-from rag_core.providers.llms import ExtractiveLLM, build_llm
+from rag_core.chat.llms import ExtractiveLLM, build_llm
 from rag_core.search.types import ChunkHit
 
 

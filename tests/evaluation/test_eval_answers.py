@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rag_core.evaluation.answers import (
+from rag_core.bench.answers import (
     ChatRecord, answer_contains_reference, ask, llm_metrics_status, outside_event_loop, score_without_llm, summary,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rag_core.evaluation.peers import bm25_tokens, compare_peers, fold_to_documents, with_ratios
+from rag_core.bench.peers import bm25_tokens, compare_peers, fold_to_documents, with_ratios
 
 
 def test_chunks_fold_into_documents_in_order_without_repeats():

@@ -11,13 +11,13 @@ import pytest
 from rag_core.db.database import drop_database
 from rag_core.errors import ConfigError
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
-from rag_core.evaluation.suite import (embedder_database_url, embedder_workbench, failed_queries, run_retrieval_suite,
+from rag_core.bench.suite import (embedder_database_url, embedder_workbench, failed_queries, run_retrieval_suite,
                                        search_modes)
 from rag_core.search.hybrid import fusion_for
 
 
 def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_scifact, tmp_path, monkeypatch):
-    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
+    monkeypatch.setattr("rag_core.bench.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
     run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None)
     table = run.table()
     assert list(table["mode"]) == ["semantic", "fulltext", "hybrid"]
@@ -28,14 +28,14 @@ def test_every_mode_is_measured_and_written_in_the_analytics_format(wb, tiny_sci
     assert data["dataset"] == tiny_scifact.name and data["mode"] == "hybrid"
     assert 0.0 <= data["hit@5"] <= 1.0 and data["latency_ms"]["p95"] >= data["latency_ms"]["p50"] > 0
     # the same query through the same store gives the same ranking on a second run
-    again = evaluate_dataset(wb, tiny_scifact, mode="hybrid")
+    again = evaluate_dataset(wb.library, wb.search_engine, tiny_scifact, mode="hybrid")
     first = next(r for r in run.results if r.mode == "hybrid")
     assert [q["ranked"] for q in again.per_query] == [q["ranked"] for q in first.per_query]
 
 
 def test_two_embedders_are_measured_on_the_same_sample_each_in_a_store_of_its_own(wb, tiny_scifact, tmp_path,
                                                                                  monkeypatch):
-    monkeypatch.setattr("rag_core.evaluation.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
+    monkeypatch.setattr("rag_core.bench.suite.load_eval_set", lambda name, sample, distractors, root: tiny_scifact)
     other = embedder_database_url(wb.database_url, "use-multilingual")  # the default e5-small is the session's
     try:
         run = run_retrieval_suite(wb, sets=["scifact"], sample=3, out=tmp_path, log=None,
@@ -88,9 +88,9 @@ def test_without_a_reranker_there_is_no_rerank_row_and_a_note_says_how(wb):
 
 def test_a_resampled_set_leaves_no_stale_documents_in_its_site(wb, tiny_scifact):
     bigger = replace(tiny_scifact, name="scifact-prune")
-    evaluate_dataset(wb, bigger, mode="fulltext")
+    evaluate_dataset(wb.library, wb.search_engine, bigger, mode="fulltext")
     smaller = replace(bigger, corpus=bigger.corpus[:-5])
-    result = evaluate_dataset(wb, smaller, mode="fulltext")
+    result = evaluate_dataset(wb.library, wb.search_engine, smaller, mode="fulltext")
     assert result.ingest["removed"] == 5
     assert wb.status(site_id=result.site_id)["documents"] == len(smaller.corpus)
 

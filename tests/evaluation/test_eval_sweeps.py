@@ -6,8 +6,8 @@ import pandas as pd
 
 from rag_core.db.database import drop_database
 from rag_core.evaluation.runner import evaluate_dataset
-from rag_core.evaluation.suite import embedder_database_url, embedder_workbench
-from rag_core.evaluation.sweeps import (chunking_sweep, describe_fusion, fusion_grid, fusion_sweep, measured_fusions,
+from rag_core.bench.suite import embedder_database_url, embedder_workbench
+from rag_core.bench.sweeps import (chunking_sweep, describe_fusion, fusion_grid, fusion_sweep, measured_fusions,
                                         verdict)
 from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for
 
@@ -48,7 +48,7 @@ def test_a_sweep_with_another_embedder_marks_that_embedders_measured_fusion_and_
     try:
         with embedder_workbench(wb, other) as use:
             table = fusion_sweep(use, tiny_scifact, log=None)
-            plain = evaluate_dataset(use, tiny_scifact, mode="hybrid")
+            plain = evaluate_dataset(use.library, use.search_engine, tiny_scifact, mode="hybrid")
     finally:
         drop_database(embedder_database_url(wb.database_url, other))
     assert (table["embedder"] == other).all()

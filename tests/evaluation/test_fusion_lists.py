@@ -37,14 +37,14 @@ def _rank_as_sql(wb, ds, settings: list[dict], lists=None) -> int:
             {"k": setting["k"], "w_fulltext": 1.0, "w_dense": setting["w_dense"]}
         documents = setting.get("documents", "best-chunk")
         engine.fusion = replace(DEFAULT_FUSION, method=setting["method"], cosine_floor=floor, documents=documents, **params)
-        result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine)
+        result = evaluate_dataset(wb.library, engine, ds, mode="hybrid")
         shares, keep = lists.fused_scores(setting, floor)
         assert lists.rank(shares, keep, documents) == [q["ranked"] for q in result.per_query], setting
         assert abs(lists.fused(setting, floor)["ndcg@10"] - result.ndcg10) < 1e-9
         if documents == "best-of-each":
             differs += lists.rank(shares, keep, documents) != lists.rank(shares, keep)
     for mode in ("semantic", "fulltext"):
-        result = evaluate_dataset(wb, ds, mode=mode)
+        result = evaluate_dataset(wb.library, wb.search_engine, ds, mode=mode)
         assert abs(lists.mode(mode)["ndcg@10"] - result.ndcg10) < 1e-9, mode
     return differs
 

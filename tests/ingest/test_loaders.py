@@ -25,7 +25,7 @@ from rag_core.ingest.loaders import (
     load_file,
     load_html_bytes,
 )
-from rag_core.ingest.loaders.files import check_size
+from rag_core.security.paths import check_size
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
     path = tmp_path / name

@@ -44,7 +44,7 @@ def test_chat_engine_history_lives_in_the_workbench_session(wb, corpus) -> None:
 
 
 def test_chat_store_round_trip(wb, site) -> None:
-    store = WorkbenchChatStore(wb, site_id=site)
+    store = WorkbenchChatStore(wb.store, site_id=site)
     key = f"li-{uuid.uuid4().hex[:8]}"
     store.set_messages(key, [ChatMessage(role="user", content="hi"),
                              ChatMessage(role="assistant", content="hello", additional_kwargs={"sources": [{"n": 1}]})])

@@ -60,8 +60,8 @@ def test_the_vector_store_and_ingest_texts_apply_the_same_rules(wb, site) -> Non
     from rag_core.llamaindex.vector_store import WorkbenchVectorStore
 
     with pytest.raises(InvalidInput, match="site_id ' site_b' is not a valid id"):
-        WorkbenchVectorStore(wb, site_id=" site_b")
-    store = WorkbenchVectorStore(wb, site_id=site)
+        WorkbenchVectorStore(wb.store, site_id=" site_b")
+    store = WorkbenchVectorStore(wb.store, site_id=site)
     with pytest.raises(InvalidInput, match="could not be stored") as refused:
         store.add([TextNode(text="x" * (MAX_DOCUMENT_CHARS + 1), id_="big", metadata={"file_path": "/big.txt"}),
                    TextNode(text="The ferry leaves at noon.", id_="ferry",
@@ -140,12 +140,12 @@ def test_a_nul_or_lone_surrogate_in_a_filter_or_query_is_invalid_input(wb, corpu
     from rag_core.llamaindex.vector_store import WorkbenchVectorStore
 
     site, _ = corpus
-    store = WorkbenchVectorStore(wb, site_id=site)
+    store = WorkbenchVectorStore(wb.store, site_id=site)
     for key in ("source", "file_type", "site_id"):
         query = VectorStoreQuery(query_str="pump impeller", similarity_top_k=3, mode=VectorStoreQueryMode.HYBRID,
                                  filters=MetadataFilters(filters=[MetadataFilter(key=key, value=bad)]))
         with pytest.raises(InvalidInput) as raised:
-            WorkbenchVectorStore(wb).query(query)
+            WorkbenchVectorStore(wb.store).query(query)
         assert raised.value.code == "INVALID_INPUT" and key in raised.value.message
     for mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.HYBRID):
         with pytest.raises(InvalidInput) as raised:

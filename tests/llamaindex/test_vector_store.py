@@ -21,7 +21,7 @@ def _names(result) -> list[str]:
 
 def test_query_modes_and_filters_over_ingested_documents(wb, corpus) -> None:
     site, _ = corpus
-    vs = WorkbenchVectorStore(wb, site_id=site)
+    vs = WorkbenchVectorStore(wb.store, site_id=site)
     emb = wb.embedder.get_query_embedding("paid holiday per year")
     dense = vs.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=2))
     assert len(dense.nodes) == 2 and dense.nodes[0].metadata["fulltext_rank"] is None
@@ -48,7 +48,7 @@ def test_query_modes_and_filters_over_ingested_documents(wb, corpus) -> None:
 def test_index_insert_query_engine_search_and_delete(wb, site) -> None:
     from rag_core.llamaindex.engines import workbench_llm
 
-    vs = WorkbenchVectorStore(wb, site_id=site)
+    vs = WorkbenchVectorStore(wb.store, site_id=site)
     ref = f"doc-{uuid.uuid4().hex[:6]}"
     doc = Document(text="The lighthouse keeper logs the fog horn tests every Sunday morning.\n\n"
                         "Fog horn maintenance needs a licensed technician.",
@@ -62,7 +62,7 @@ def test_index_insert_query_engine_search_and_delete(wb, site) -> None:
     nodes = index.as_retriever(similarity_top_k=1).retrieve("who tests the fog horn?")
     assert nodes[0].node.ref_doc_id == ref and nodes[0].node.metadata["shift"] == "b"
     assert "fog horn" in nodes[0].node.get_content()
-    response = index.as_query_engine(llm=workbench_llm(wb)).query("When are the fog horn tests logged?")
+    response = index.as_query_engine(llm=workbench_llm(wb.llm)).query("When are the fog horn tests logged?")
     assert "Sunday" in str(response) and response.source_nodes
     index.delete_ref_doc(ref)
     assert wb.documents(site_id=site) == []

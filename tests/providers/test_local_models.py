@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rag_core.errors import ConfigError
-from rag_core.providers.llms import build_llm
+from rag_core.chat.llms import build_llm
 from rag_core.providers.local_models import (
     PACKAGED_MODELS, PackagedModel, ensure_model_file, free_cores, is_assembled, packaged_model,
 )

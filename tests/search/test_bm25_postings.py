@@ -30,7 +30,7 @@ def _zipf_text(rng: random.Random, words: int) -> str:
 
 
 def _dim(wb) -> int:
-    wb._require_compatible_store()  # records the embedder on a fresh store, as the first ingest does
+    wb.store.require_compatible()  # records the embedder on a fresh store, as the first ingest does
     info = read_store_info(wb.db)
     assert info is not None
     return info[1]

@@ -24,7 +24,7 @@ TOPICS = [
 
 
 def _engine(wb, make_settings, **overrides) -> SearchEngine:
-    return SearchEngine(wb.db, make_settings(**overrides), lambda: wb.embedder, wb._require_compatible_store)
+    return SearchEngine(wb.db, make_settings(**overrides), lambda: wb.embedder, wb.store.require_compatible)
 
 
 def test_one_matching_document_is_one_result(wb, site, make_settings) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Callable
 
 from rag_core.errors import LoaderError
+from rag_core.security.paths import check_size
 from rag_core.ingest.loaders.document import LoadedDocument, check_text_size, stem_of
 from rag_core.ingest.loaders.html_text import load_html_bytes
 from rag_core.ingest.loaders.pdf import load_pdf
 from rag_core.ingest.loaders.sheets import load_csv, load_xlsx
 from rag_core.ingest.loaders.text import load_text
 from rag_core.ingest.loaders.word import load_docx
-from rag_core.units import decimal_size
 
 
 # File suffix -> file type.
@@ -56,15 +56,6 @@ def _unsupported(what: str, name: str = "") -> LoaderError:
         "Convert the file to one of these formats.",
         details={"file": name or None, "file_type": what, "supported": sorted(SUPPORTED_TYPES)},
     )
-
-
-def check_size(size: int, max_bytes: int | None, name: str) -> None:
-    if max_bytes is not None and size > max_bytes:
-        raise LoaderError(
-            f"File is {decimal_size(size)}; the limit is {decimal_size(max_bytes, exact=True)} (RAG_MAX_FILE_MB). "
-            "Split the file or raise RAG_MAX_FILE_MB.",
-            details={"file": name or None, "size_bytes": size, "max_bytes": max_bytes},
-        )
 
 
 def load_file(path: Path | str, max_bytes: int | None = None) -> LoadedDocument:

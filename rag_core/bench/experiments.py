@@ -72,7 +72,7 @@ def compare_modes(wb: "Workbench", site_id: str, modes: Sequence[str] = ("semant
         if dataset is None:
             data = wb.evaluate_judged(site_id=site_id, mode=mode, k=k)
         else:
-            data = evaluate_dataset(wb, dataset, mode=mode, k=k, site_id=site_id).to_dict()
+            data = evaluate_dataset(wb.library, wb.search_engine, dataset, mode=mode, k=k, site_id=site_id).to_dict()
         rows.append({"mode": mode, "queries": data["queries"], f"hit@{k}": data[f"hit@{k}"],
                      f"recall@{k}": data[f"recall@{k}"], "mrr@10": data["mrr@10"], "ndcg@10": data["ndcg@10"],
                      "p50 ms": data["latency_ms"]["p50"],

@@ -263,7 +263,7 @@ def with_ratios(table: pd.DataFrame, reference: str = "ours (hybrid)") -> pd.Dat
 
 def vector_cache_name(embedder: str) -> str:
     """The chunk-vector cache file of an embedder (under eval/cache/): two embedders' vectors never mix."""
-    from rag_core.evaluation.suite import embedder_slug
+    from rag_core.evaluation.vectors import embedder_slug
 
     return f"peers_vectors_{embedder_slug(embedder)}.npz"
 

@@ -14,7 +14,6 @@ after it, which the Analytics page does not read.
 from __future__ import annotations
 
 import json
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from rag_core.evaluation.charts import TARGET_HIT, TARGET_LATENCY_MS
 from rag_core.evaluation.datasets import BeirDataset, available_sets
 from rag_core.evaluation.runner import EvalResult, evaluate_dataset
 from rag_core.evaluation.sampling import load_eval_set
+from rag_core.evaluation.vectors import embedder_slug
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
@@ -45,11 +45,6 @@ def write_json(folder: Path, name: str, data: Any) -> Path:
     path = folder / name
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     return path
-
-
-def embedder_slug(embedder: str) -> str:
-    """An embedder's name as a database or file name part: 'e5-small' -> 'e5_small'."""
-    return re.sub(r"[^a-z0-9]+", "_", embedder.lower()).strip("_")
 
 
 def embedder_database_url(url: str, embedder: str) -> str:
@@ -198,7 +193,7 @@ def run_retrieval_suite(wb: Workbench, sets: list[str] | None = None, sample: in
             run.note = run.note or note
             for name, ds in loaded:
                 for label, mode, engine in modes:
-                    result = evaluate_dataset(ewb, ds, mode=mode, engine=engine, label=label)
+                    result = evaluate_dataset(ewb.library, engine, ds, mode=mode, label=label)
                     run.results.append(result)
                     write_json(target, f"retrieval_{name}_{label.replace('+', '_')}.json",
                                result.to_dict(per_query=False))

@@ -43,7 +43,7 @@ def chunking_sweep(wb: Any, ds: BeirDataset, chunkings: Sequence[tuple[int, int]
     for size, overlap in chunkings:
         variant = wb.variant(chunk_size=size, chunk_overlap=overlap)
         sized = replace(ds, name=chunking_site_name(ds, size, overlap, default))
-        result = evaluate_dataset(variant, sized, mode=mode)
+        result = evaluate_dataset(variant.library, variant.search_engine, sized, mode=mode)
         chunks = wb.status(site_id=result.site_id)["chunks"]
         rows.append({"chunking": f"{size}/{overlap}", "chunk_size": size, "overlap": overlap,
                      "default": (size, overlap) == default,
@@ -89,7 +89,7 @@ def fusion_sweep(wb: Any, ds: BeirDataset, fusions: Sequence[Fusion] | None = No
         grid.append(measured)
     rows = []
     for mode in ("fulltext", "semantic"):
-        result = evaluate_dataset(wb, ds, mode=mode)
+        result = evaluate_dataset(wb.library, wb.search_engine, ds, mode=mode)
         rows.append({"embedder": wb.embedder_name, "fusion": f"{mode} only", "method": mode, "alpha": None,
                      "rrf_k": None, "w_dense": None, "default": False, **_metrics(result)})
     for fusion in grid:
@@ -97,7 +97,7 @@ def fusion_sweep(wb: Any, ds: BeirDataset, fusions: Sequence[Fusion] | None = No
         # the embedder's relevance floor stays, so the measured row scores what a search does
         engine.fusion = replace(fusion, cosine_floor=engine.fusion.cosine_floor)
         label = describe_fusion(fusion)
-        result = evaluate_dataset(wb, ds, mode="hybrid", engine=engine, label=label)
+        result = evaluate_dataset(wb.library, engine, ds, mode="hybrid", label=label)
         rows.append({"embedder": wb.embedder_name, "fusion": label, "method": fusion.method,
                      "alpha": fusion.alpha if fusion.method in ("convex", "minmax") else None,
                      "rrf_k": fusion.k if fusion.method == "rrf" else None,
@@ -111,7 +111,7 @@ def fusion_sweep(wb: Any, ds: BeirDataset, fusions: Sequence[Fusion] | None = No
 def fusion_sweeps(wb: Any, ds: BeirDataset, embedders: Sequence[str],
                   log: Callable[[str], None] | None = print) -> pd.DataFrame:
     """`fusion_sweep` once per embedder on the same set, each in its own store (`suite.embedder_workbench`)."""
-    from rag_core.evaluation.suite import embedder_workbench
+    from rag_core.bench.suite import embedder_workbench
 
     tables = []
     for name in embedders:

@@ -67,7 +67,7 @@ def ask(wb: Workbench, ds: BeirDataset, k: int = 5, log: Callable[[str], None] |
     """Ingest the set (once) and ask each question with reference answers in a fresh chat session."""
     import time
 
-    ingest_dataset(wb, ds)
+    ingest_dataset(wb.library, ds)
     site = EVAL_SITE_PREFIX + ds.name
     doc_of_source = {ds.source_of(d["_id"]): d["_id"] for d in ds.corpus}
     text_of = {d["_id"]: d["text"] for d in ds.corpus}
