@@ -22,18 +22,16 @@ from typing import TYPE_CHECKING, Any, Callable, Concatenate, ParamSpec, Sequenc
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.chat.service import ChatService, SessionService
-from rag_core.db.database import Database, create_database_if_missing, upgrade_schema, with_database
+from rag_core.db.database import Database
 from rag_core.db.replicas import ReadRouter, ReplicaState
 from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
 from rag_core.errors import InvalidInput
 from rag_core.evaluation.service import EvaluationService
-from rag_core.ingest import vector_index
-from rag_core.ingest.handle import Store
+from rag_core.ingest.handle import Store, open_store, resolve_database, upgrade_database  # noqa: F401 (re-exported)
 from rag_core.ingest.pipeline import ProgressCallback
 from rag_core.ingest.service import DocumentService
 from rag_core.ingest.types import TextRecord
 from rag_core.jobs.service import JobService
-from rag_core.providers.embeddings import build_embedder, embedding_dimension
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.querylog import flush_query_log, latency_histogram, recent_searches
 from rag_core.search.responses import LatencyHistogram, SearchMetrics
@@ -330,29 +328,6 @@ class Workbench:
         self.close()
 
 
-def resolve_database(settings: RagSettings) -> tuple[str, bool]:
-    """(database URL, embedded?) — DATABASE_URL when set, else the embedded server's 'rag' database."""
-    if settings.database_url:
-        return settings.database_url, False
-    from rag_core.db.server import embedded_server_uri
-
-    return with_database(embedded_server_uri(settings.data_dir), "rag"), True
-
-
-def upgrade_database(settings: RagSettings, embedder: BaseEmbedding | None = None) -> tuple[str, str, bool]:
-    """Create the database when needed and apply every migration; returns (url, revision, embedded)."""
-    url, embedded = resolve_database(settings)
-    if embedded:
-        create_database_if_missing(url)
-
-    def dimension() -> int:
-        if embedder is None:
-            return embedding_dimension(build_embedder(settings))
-        return len(embedder.get_query_embedding("dimension probe"))  # a query: caches of texts stay as they are
-
-    return url, upgrade_schema(url, dimension), embedded
-
-
 def open_workbench(settings: RagSettings | None = None, *, embedder: BaseEmbedding | None = None,
                    **overrides: Any) -> Workbench:
     """Open the workbench: settings from the environment, embedded DB unless DATABASE_URL is set.
@@ -360,19 +335,6 @@ def open_workbench(settings: RagSettings | None = None, *, embedder: BaseEmbeddi
     ``embedder`` is a model already loaded (shared between workbenches, or wrapped in a cache) to use
     instead of loading the one the settings name.
     """
-    settings = settings or load_settings(**overrides)
-    url, _, embedded = upgrade_database(settings, embedder)
-    restart = alive = None
-    if embedded:
-        from rag_core.db.server import embedded_server_running, embedded_server_uri
-
-        def restart() -> None:  # the embedded server is ours to start again when it dies
-            embedded_server_uri(settings.data_dir)
-
-        def alive() -> bool:
-            return embedded_server_running(settings.data_dir)
-    db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
-    vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
-    reads = ReadRouter(db, settings.database_read_url, max_lag_sec=settings.replica_max_lag_sec,
-                       check_every_sec=settings.replica_check_sec, pool_size=settings.db_pool_size)
-    return Workbench(settings, db, url, embedded, embedder=embedder, reads=reads)
+    wb = Workbench.__new__(Workbench)
+    wb._wire(open_store(settings or load_settings(**overrides), embedder=embedder))
+    return wb

@@ -13,9 +13,9 @@ from typing import Callable
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from rag_core.db.database import Database
+from rag_core.db.database import Database, create_database_if_missing, upgrade_schema, with_database
 from rag_core.db.replicas import ReadRouter
-from rag_core.ingest import store
+from rag_core.ingest import store, vector_index
 from rag_core.providers.embeddings import (
     build_embedder, embedder_identity, embedding_dimension, store_embedder_settings, unknown_embedder,
 )
@@ -137,3 +137,45 @@ class Store:
         """Release the connection pools (the embedded server stops when the last process exits)."""
         self.reads.close()
         self.db.close()
+
+
+def resolve_database(settings: RagSettings) -> tuple[str, bool]:
+    """(database URL, embedded?) — DATABASE_URL when set, else the embedded server's 'rag' database."""
+    if settings.database_url:
+        return settings.database_url, False
+    from rag_core.db.server import embedded_server_uri
+
+    return with_database(embedded_server_uri(settings.data_dir), "rag"), True
+
+
+def upgrade_database(settings: RagSettings, embedder: BaseEmbedding | None = None) -> tuple[str, str, bool]:
+    """Create the database when needed and apply every migration; returns (url, revision, embedded)."""
+    url, embedded = resolve_database(settings)
+    if embedded:
+        create_database_if_missing(url)
+
+    def dimension() -> int:
+        if embedder is None:
+            return embedding_dimension(build_embedder(settings))
+        return len(embedder.get_query_embedding("dimension probe"))  # a query: caches of texts stay as they are
+
+    return url, upgrade_schema(url, dimension), embedded
+
+
+def open_store(settings: RagSettings, *, embedder: BaseEmbedding | None = None) -> Store:
+    """Open the store the settings name (migrated, its vector index in place), with its read replicas."""
+    url, _, embedded = upgrade_database(settings, embedder)
+    restart = alive = None
+    if embedded:
+        from rag_core.db.server import embedded_server_running, embedded_server_uri
+
+        def restart() -> None:  # the embedded server is ours to start again when it dies
+            embedded_server_uri(settings.data_dir)
+
+        def alive() -> bool:
+            return embedded_server_running(settings.data_dir)
+    db = Database(url, pool_size=settings.db_pool_size, restart=restart, server_alive=alive)
+    vector_index.ensure(db)  # rebuilds an index a crashed bulk load left dropped
+    reads = ReadRouter(db, settings.database_read_url, max_lag_sec=settings.replica_max_lag_sec,
+                       check_every_sec=settings.replica_check_sec, pool_size=settings.db_pool_size)
+    return Store(settings, db, url, embedded, embedder=embedder, reads=reads)
