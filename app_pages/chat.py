@@ -76,7 +76,7 @@ with st.sidebar:
             sure = st.checkbox("Delete it and its messages for good", key=f"chat_delete_sure_{session_id}")
             if st.button("Delete conversation", key="chat_delete", type="primary", disabled=not sure,
                          icon=":material/delete:"):
-                if ui.call(wb.delete_session, session_id) is not None:
+                if ui.call(wb.chat_reset, session_id, missing_ok=False) is not None:
                     ui.toast_next(f"Deleted '{ui.md_text(names[session_id])}'.")
                     _new_session()
                     ui.after_write()

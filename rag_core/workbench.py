@@ -16,6 +16,7 @@ service. Notebook progress bars and Jupyter rendering are added here, never insi
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Concatenate, ParamSpec, Sequence, TypeVar, cast
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
 
+    from rag_core.chat.sessions import SessionsDeleted
     from rag_core.ingest.pipeline import IngestReport
     from rag_core.ingest.store import DocumentListing, ReindexSummary, StoreStatusInfo
     from rag_core.ingest.web import WebIngestReport
@@ -256,8 +258,13 @@ class Workbench:
     chat_history = _calls("sessions", SessionService.history)
     chat_append = _calls("sessions", SessionService.append)
     add_chat_message = _calls("sessions", SessionService.append_external)
-    chat_reset = _calls("sessions", SessionService.reset)
-    delete_session = _calls("sessions", SessionService.delete)
+    chat_reset = _calls("sessions", SessionService.delete)
+
+    def delete_session(self, session_id: str) -> SessionsDeleted:
+        """Deprecated: `chat_reset(session_id, missing_ok=False)` is the one verb for deleting a conversation."""
+        warnings.warn("Workbench.delete_session is deprecated; use chat_reset(session_id, missing_ok=False).",
+                      DeprecationWarning, stacklevel=2)
+        return self.chat_reset(session_id, missing_ok=False)
     rename_session = _calls("sessions", SessionService.rename)
     list_sessions = _calls("sessions", SessionService.list)
     get_session = _calls("sessions", SessionService.get)

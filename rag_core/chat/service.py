@@ -114,16 +114,12 @@ class SessionService:
         self._written()
         return stored
 
-    def reset(self, session_id: str) -> SessionsDeleted:
-        """Forget a session: delete it and its messages (nothing to delete is no error)."""
+    def delete(self, session_id: str, missing_ok: bool = True) -> SessionsDeleted:
+        """Forget a conversation: delete it and its messages. With missing_ok=False a session that does not
+        exist is NotFound (a user deleting a conversation they picked), else nothing to delete is no error."""
         result = sessions.reset(self.store.db, session_id)
         self._written()
-        return result
-
-    def delete(self, session_id: str) -> SessionsDeleted:
-        """Delete one conversation and its messages (NotFound when there is none)."""
-        result = self.reset(session_id)
-        if not result["sessions"]:
+        if not result["sessions"] and not missing_ok:
             raise NotFound(f"No conversation '{session_id}'; it may have been deleted already.")
         return result
 

@@ -7,7 +7,7 @@ import json
 
 import app_ui
 from rag_core.search.querylog import log_search
-from rag_core.workbench import PROJECT_ROOT, sample_corpus_paths
+from rag_core.ingest.sample import PROJECT_ROOT, sample_corpus_paths
 
 
 def test_latency_histogram_buckets_successes_in_sql(wb, site) -> None:

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import app_ui
 from rag_core.security.ids import SAMPLE_SITE
-from rag_core.workbench import sample_corpus_paths
+from rag_core.ingest.sample import sample_corpus_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("app_pages/chat.py", "app_pages/search.py", "app_pages/ingestion.py", "app_pages/retention.py", "app_pages/analytics.py")

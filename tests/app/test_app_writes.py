@@ -133,7 +133,7 @@ def test_rename_and_delete_refuse_what_is_not_there(app_wb) -> None:
     with pytest.raises(InvalidInput, match="title is empty"):
         app_wb.rename_session("no-such-session-here", "  ")
     with pytest.raises(NotFound, match="deleted already"):
-        app_wb.delete_session("no-such-session-here")
+        app_wb.chat_reset("no-such-session-here", missing_ok=False)
 
 
 def test_admin_edits_the_crawl_allowlist_in_the_app(empty_db_url, monkeypatch) -> None:
