@@ -29,7 +29,7 @@ _header_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The 
 
 # ----- access -----
 class FastJSONResponse(JSONResponse):
-    """JSON rendered by orjson: a 37 KB search page took 0.13 ms of CPU with the json module, 0.025 ms with orjson."""
+    """JSON rendered by orjson, several times faster than the json module on a search page (eval/bench_service.py)."""
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)

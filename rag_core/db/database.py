@@ -194,8 +194,8 @@ def upgrade_schema(url: str, embedding_dim: "int | Callable[[], int]") -> str:
 
 
 # psycopg remembers how it parsed a statement's placeholders only for statements up to 4 KB; the search
-# statement (about 7 KB, a few fixed variants) was parsed again on every search, 0.2 ms of the service's
-# Python each time. Raising the bound keeps those variants parsed (the cache holds the last 128 statements).
+# statement is larger and was parsed again on every search. Raising the bound keeps its few variants parsed
+# (the cache holds the last 128 statements; eval/bench_service.py measures the service's overhead).
 if getattr(_pg_queries, "MAX_CACHED_STATEMENT_LENGTH", 0) < 32_768:
     _pg_queries.MAX_CACHED_STATEMENT_LENGTH = 32_768
 

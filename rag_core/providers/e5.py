@@ -409,9 +409,8 @@ class OnnxEncoder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # onnxruntime would fuse each residual Add + LayerNormalization into SkipLayerNormalization, whose
-        # CPU kernel measured 7x slower here than the two ops it replaces (11 ms against 1.5 ms on a
-        # [32, 142, 384] batch): the whole encoder ran 15% faster without that one fusion.
+        # onnxruntime's SkipLayerNormalization fusion made this encoder slower on CPU than the two ops it
+        # replaces (eval/bench_ingest.py measures the embedding throughput).
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
                                             disabled_optimizers=["SkipLayerNormFusion"])
 
