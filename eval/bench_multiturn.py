@@ -93,6 +93,11 @@ def main() -> None:
                                  "seconds": time.perf_counter() - started, "records": records}
             finally:
                 turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = original, default
+        # The files are built afresh in a new folder each run (a PDF or Word file carries its build time), so an
+        # earlier run's copies would stay beside them as further sources: the site starts empty.
+        while stale := wb.documents(COMPANY_SITE, limit=100):
+            for doc in stale:
+                wb.delete_source(doc["source"], COMPANY_SITE)
         with tempfile.TemporaryDirectory() as folder:
             company_set.ingest(wb, Path(folder), COMPANY_SITE)
         started = time.perf_counter()

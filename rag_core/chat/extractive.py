@@ -54,6 +54,28 @@ TOPIC_SHARE = 0.3
 # topic's words scores this share: "From the command line: rag ingest" is off topic after "How do I
 # delete a document?", whatever words it shares with "And how do I do that from the command line?".
 OFF_TOPIC = 0.3
+# A unit under no heading goes on from the sentence before it ("Bring your passport." after "On your first day,
+# ..."): the question's words found only there count at this share of their weight; the sentence before is not
+# embedded with it, which blurred its own meaning (eval/bench_multiturn.py, eval/bench_answers.py).
+WINDOW_SHARE = 0.5
+# A question that asks how many, how much or how long is answered by a unit that states a number: one that
+# states none (a pointer to other rules) scores this share (eval/bench_multiturn.py, eval/bench_answers.py).
+NO_QUANTITY = 0.7
+# The words that ask for a quantity ("how many", "сколько", the 何 of "何日"): they say what kind of answer is
+# wanted, not what it is about, so they are no terms to match ("Long-term follow-up" does not answer "how long").
+_COUNTERS = ("日年月時分秒回人歳個本枚台冊件階度倍割円週代番位号周条巻話期種部点票頭匹羽隻機社校曲軒")
+_ASKS_QUANTITY = re.compile(
+    r"\bhow\s+(?:many|much|long|far|old)\b|(?<!\w)(?:сколько|скольких|насколько)(?!\w)|いくつ|いくら|どのくらい|"
+    rf"どれくらい|どれだけ|何(?=[{_COUNTERS}]|パーセント|メートル|キロ|センチ|グラム|トン|文字|[カヶか]月|世紀)",
+    re.IGNORECASE)
+# A number as digits or as a word ("25", "ten days", "трёх дней", "五日", "三つ").
+_NUMBER = re.compile(
+    r"\d|(?<!\w)(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|"
+    r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
+    r"од(?:ин|на|но|ного|ной|ну|ному)|дв(?:а|е|ух|ум|умя)|тр(?:и|ёх|ех|ём|ем|емя|ёмя)|четыр\w*|пят[ьиюе]\w*|"
+    r"шест[ьиюе]\w*|сем(?:ь|и|ью)|восьм\w*|восем\w*|девят\w*|десят\w*|\w+надцат\w*|двадцат\w*|тридцат\w*|сорок\w*|"
+    r"сто|сот\w*|тысяч\w*|миллион\w*|полтор\w*|половин\w*)(?!\w)|"
+    rf"[〇一二三四五六七八九十百千万億]+(?:[{_COUNTERS}つ]|か月)", re.IGNORECASE)
 # ...and so does one whose similarity to the folded question is below this share of the closest one's.
 STANDALONE_RATIO = 0.6
 # A sentence this close in meaning to the question (cosine, read on the embedder's calibrated scale) answers it
@@ -75,10 +97,12 @@ class Sentence:
     own_cosine: float = 0.0  # the raw cosine to the message alone
     answers: bool | None = None  # whether it answers the message (rag_core.chat.grounding); None: not judged
     topic_factor: float = 1.0  # OFF_TOPIC when it leaves a follow-up's topic (`_off_topic`)
+    window: str = ""      # the sentence before a unit that stands under no heading: what it goes on from
+    type_factor: float = 1.0  # NO_QUANTITY when the question asks how many and the unit states no number
 
     def rescore(self) -> None:
         """The score from the parts: shared terms, closeness in meaning, and a tie-breaker for earlier passages."""
-        self.score = (self.lexical + 0.5 * self.dense + 0.02 / self.passage) * self.topic_factor
+        self.score = (self.lexical + 0.5 * self.dense + 0.02 / self.passage) * self.topic_factor * self.type_factor
 
     @property
     def scored_text(self) -> str:
@@ -323,6 +347,21 @@ def _off_topic(sentences: Sequence[Sentence], section_terms: Sequence[set[str]],
             for s, kept, away, own in zip(sentences, on_topic, far, own_dense)]
 
 
+def asks_quantity(question: str) -> bool:
+    """Whether a question asks how many, how much or how long ("How many days...", "Сколько...", "何日...")."""
+    return bool(_ASKS_QUANTITY.search(question))
+
+
+def states_number(text: str) -> bool:
+    """Whether a unit states a number, in digits or in words."""
+    return bool(_NUMBER.search(text))
+
+
+def _share(weights: dict[str, float], own: set[str], around: set[str]) -> float:
+    """The question's term weight a unit holds: its own terms fully, those only its window holds at `WINDOW_SHARE`."""
+    return sum(w if t in own else WINDOW_SHARE * w if t in around else 0.0 for t, w in weights.items())
+
+
 def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, context_query: str = "",
                     embed: Callable[[list[str]], np.ndarray] | None = None,
                     embed_query: Callable[[str], np.ndarray] | None = None,
@@ -349,11 +388,14 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
         position = 0
         for section in sections(text):
             words = set(terms(section))
+            previous = ""
             for unit in answer_units(section):
                 if unit.quotable and unit.text not in seen:
                     seen.add(unit.text)
-                    sentences.append(Sentence(n, position, unit.text, context=unit.context))
+                    sentences.append(Sentence(n, position, unit.text, context=unit.context,
+                                              window="" if unit.context else previous))
                     section_terms.append(words)
+                previous = unit.text if unit.quotable else ""
                 position += 1
     if not sentences:
         return []
@@ -364,7 +406,7 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
     def idf(term: str) -> float:
         return math.log(1.0 + (total + 1) / (df.get(term, 0) + 0.5))
 
-    own_weights: dict[str, float] = {t: idf(t) for t in set(terms(question))}
+    own_weights: dict[str, float] = {t: idf(t) for t in set(terms(_ASKS_QUANTITY.sub(" ", question)))}
     weights = dict(own_weights)
     topic = {t: idf(t) for t in set(terms(context_query)) - set(weights)}
     if topic:
@@ -373,8 +415,9 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
     norm = sum(weights.values()) or 1.0
     own_norm = sum(own_weights.values()) or 1.0
     for s, ts in zip(sentences, sent_terms):
-        s.lexical = sum(w for t, w in weights.items() if t in ts) / norm
-        s.own_lexical = sum(w for t, w in own_weights.items() if t in ts) / own_norm
+        around = set(terms(s.window)) - ts if s.window else set()
+        s.lexical = _share(weights, ts, around) / norm
+        s.own_lexical = _share(own_weights, ts, around) / own_norm
     own_dense = [0.0] * len(sentences)  # similarity to the message alone
     standalone: list[float] = []        # similarity to the folded query, when there is one
     if embed is not None and embed_query is not None:
@@ -397,8 +440,10 @@ def score_sentences(question: str, passages: Sequence[tuple[int, str]], *, conte
                 if i == 0:
                     s.own_cosine = c
     off_topic = _off_topic(sentences, section_terms, set(topic), own_dense, standalone)
+    quantity = asks_quantity(question)
     for s, off in zip(sentences, off_topic):
         s.topic_factor = OFF_TOPIC if off else 1.0
+        s.type_factor = NO_QUANTITY if quantity and not states_number(s.text) else 1.0
         s.rescore()
     sentences.sort(key=lambda s: -s.score)
     return sentences

@@ -98,6 +98,22 @@ def test_a_question_finds_and_quotes_a_passage_in_another_language(wb, company_s
     assert turn.sources[0].path.endswith(source)
 
 
+def first_cited(turn):
+    """The source of the answer's first [n]."""
+    n = int(re.search(r"\[(\d+)\]", turn.answer).group(1))
+    return next(s for s in turn.sources if s.n == n)
+
+
+def test_a_sentence_goes_on_from_the_one_before_and_a_count_is_answered_with_a_number(wb, company_site) -> None:
+    # "Bring your passport ..." names neither "first" nor "day": the sentence before it does.
+    bring, = ask(wb, company_site, "What should I bring on my first day?")
+    assert "passport" in bring.answer, bring.answer
+    assert first_cited(bring).path.endswith(cs.PDF) and first_cited(bring).page == 1
+    # The English policy's pointer to the Japanese rules names no number; the Japanese rule does.
+    days, = ask(wb, company_site, "How many days of summer leave do employees of the Japan offices get?")
+    assert "連続5日間" in days.answer and first_cited(days).path.endswith(cs.LVJ), days.answer
+
+
 def test_fixed_statements_follow_the_users_language(wb, company_site) -> None:
     for question in ("Кто будет чемпионом мира по футболу?", "東京の明日の天気は？",
                      "Who was the first person on the Moon?"):
@@ -117,11 +133,11 @@ def test_sources_show_one_calibrated_relevance_and_leave_out_far_weaker_ones(wb,
 
 
 def test_the_company_conversation_set(wb, company_site) -> None:
-    """The whole judged set: no off-topic question answered, no heading or question line quoted, and nine
-    turns in ten right (eval/bench_multiturn.py reports it per category)."""
+    """The whole judged set: no off-topic question answered, no heading or question line quoted, and 95% of the
+    turns right (eval/bench_multiturn.py reports it per category)."""
     records = cs.ask(wb, company_site, session_prefix=f"set-{uuid.uuid4().hex[:6]}")
     summary = cs.summary(records)["all"]
     wrong = [(r.turn.message, r.answer) for r in records if not r.right]
     assert summary["off_topic_answered"] == 0 and summary["headings_quoted"] == 0, wrong
     assert summary["title_prefixed"] == 0, wrong
-    assert summary["right"] >= 0.9 * summary["turns"], wrong
+    assert summary["right"] >= 0.95 * summary["turns"], wrong
