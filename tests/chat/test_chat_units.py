@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from rag_core.chat.context import format_references, relevant_hits, within_budget
-from rag_core.chat.extractive import pick_sentences, score_sentences, split_sentences, terms
+from rag_core.chat.extractive import pick_sentences, score_sentences, terms
+from rag_core.chat.segments import split_sentences
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.units import parse_duration
 from rag_core.errors import ConfigError, InvalidInput
@@ -204,7 +205,7 @@ def test_history_and_context_is_the_text_a_client_answers_from() -> None:
 def test_headings_titles_and_question_lines_are_context_never_quotes() -> None:
     """What a document names (titles, headings, labels, an FAQ's questions) is matched as the context of the
     sentences under it, and only those sentences are quoted; a spreadsheet row is a unit of its own."""
-    from rag_core.chat.extractive import answer_units
+    from rag_core.chat.segments import answer_units
 
     text = ("Acme — Leave Policy\n===================\n\n## Contractors\n\nContractors are not entitled to paid "
             "leave.\n\nIT setup. Your laptop is handed over on day one.\n\nQ: How often is the firmware updated?\n"
