@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, ParamSpec, Sequence, TypeVar, c
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from psycopg.types.json import Jsonb
 
-from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
+from rag_core.progress import notebook_progress
+from rag_core.records import Records, StoreStatus
 from rag_core.db.database import (
     Database, create_database_if_missing, describe_url, upgrade_schema, with_database,
 )
@@ -33,7 +34,7 @@ from rag_core.security.documents import check_document
 from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
-from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse
+from rag_core.search.responses import LatencyHistogram, LoggedSearch, SearchMetrics, SearchResponse, SearchResults
 from rag_core.search.types import ChunkHit
 from rag_core.providers.embeddings import (
     build_embedder, embedder_identity, embedding_dimension, store_embedder_settings, unknown_embedder,
@@ -412,7 +413,7 @@ class Workbench:
             typed: whether the user typed this query (True) or a page, filter or chart click repeated it
                 (False); only typed searches count as popular queries. None: not known (counted).
         """
-        # A SearchResults is the response dict that also renders itself in Jupyter.
+        # A SearchResults is the response dict under a type of its own, which a notebook shows as HTML.
         return cast("SearchResponse", SearchResults(self.search_engine.search(
             query, mode=mode, limit=limit, page=page, types=types, date_from=date_from, date_to=date_to,
             source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id,
@@ -853,7 +854,7 @@ class Workbench:
                                  database="embedded" if self.embedded else describe_url(self.database_url))
         if self.embedded:
             result["data_dir"] = str(self.settings.data_dir)
-        # A StoreStatus is the dict that also renders itself in Jupyter.
+        # A StoreStatus is the dict under a type of its own, which a notebook shows as a table.
         return cast(StoreStatusInfo, StoreStatus(result))
 
     def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
