@@ -105,3 +105,36 @@ def test_the_old_display_module_still_imports_with_a_deprecation_warning() -> No
         "'same': SearchResults is search.responses.SearchResults and StoreStatus is records.StoreStatus}))")
     assert found["same"]
     assert any("rag_core.render" in message for message in found["warned"]), found
+
+
+def test_a_call_without_a_callback_gets_the_installed_default_and_closes_it() -> None:
+    """The evaluation runner and the facade ask rag_core.progress; render/ installs the notebook bar there."""
+    from rag_core.progress import auto_progress, notebook_progress, set_default_progress
+
+    made: list[tuple[str, str]] = []
+    closed: list[str] = []
+
+    class Bar:
+        def __init__(self, description: str, unit: str) -> None:
+            made.append((description, unit))
+
+        def __call__(self, event: object) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append("closed")
+
+    def mine(event: object) -> None:
+        pass
+
+    assert auto_progress(None, "ingest") is None            # nothing installed: no output
+    set_default_progress(Bar)
+    try:
+        assert auto_progress(mine, "ingest") is mine          # the caller's own callback wins
+        with notebook_progress(None, "re-embedding", unit="chunk") as report:
+            assert isinstance(report, Bar)
+        with notebook_progress(mine, "ingest") as report:
+            assert report is mine
+    finally:
+        set_default_progress(None)
+    assert made == [("re-embedding", "chunk")] and closed == ["closed"]
