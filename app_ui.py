@@ -20,8 +20,9 @@ import streamlit as st
 
 from rag_core import RagError, open_workbench
 from rag_core.chat.citations import Source
-from rag_core.chat.quotes import cited_spans, passage_html
-from rag_core.display import marked_html  # noqa: F401 - the pages call ui.marked_html
+from rag_core.chat.quotes import cited_spans
+from rag_core.render.html import marked_html  # noqa: F401 - the pages call ui.marked_html
+from rag_core.render.quotes import passage_html
 from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE
 from rag_core.security.text import inert_markdown
 

@@ -26,3 +26,10 @@ __all__ = [
     "ChecksumMismatch", "LoaderError", "LLMError",
 ]
 __version__ = "0.1.0"
+
+import sys as _sys
+
+if "IPython" in _sys.modules:  # inside IPython results get their notebook look; elsewhere nothing loads
+    from rag_core.render.jupyter import install as _install_notebook_display
+
+    _install_notebook_display()

@@ -1,328 +1,41 @@
-"""How results look in a notebook: HTML with a plain fallback, pandas frames, progress bars.
-
-Jupyter asks an object for `_repr_html_` (JupyterLab, nbconvert's HTML export) and falls back to
-`_repr_markdown_` or `repr`. The search response, a chat turn, an evaluation result, the store's
-status and the row lists of the facade (documents, the query log) answer with the builders below.
-
-Rules every builder keeps:
-- every value from the store is HTML-escaped (documents are untrusted input);
-- styles are inline and nothing is loaded from another host, so an exported notebook looks the same
-  offline and a notebook never makes an outside request;
-- the HTML says the same as the plain text the CLI prints, no more: a similarity is a bar and the
-  percentage beside it, quotes are <mark>ed where the answer cites them.
-"""
+"""Deprecated: presentation moved to `rag_core.render` (HTML in `rag_core.render.html`, the notebook look in
+`rag_core.render.jupyter`); the result types are plain data in the core. This module only re-exports."""
 
 from __future__ import annotations
 
-import html
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar, cast
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from rag_core.chat.citations import sources_frame as _sources_frame
+from rag_core.progress import auto_progress, notebook_progress
+from rag_core.records import Records, StoreStatus
+from rag_core.render.html import (esc, eval_html, marked_html, search_html, similarity_bar, source_link,
+                                  table_html, turn_html)
+from rag_core.render.jupyter import in_notebook, offline_charts
+from rag_core.render.progress import progress_counts
+from rag_core.search.responses import SearchResults
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rag_core.chat.turn import ChatTurn
-    from rag_core.evaluation.runner import EvalResult
-    from rag_core.search.responses import SearchResponse
+warnings.warn("rag_core.display is deprecated; import from rag_core.render (rag_core.render.jupyter.offline_charts, "
+              "rag_core.render.html) instead.", DeprecationWarning, stacklevel=2)
 
-_BOX = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45;max-width:60rem"
-_MUTED = "color:#57606a"
-_MARK = "background:#ffe58f;padding:0 2px;border-radius:2px"
-_QUOTE = ("white-space:pre-wrap;border-left:3px solid #d0d7de;padding:0.3rem 0.7rem;margin:0.3rem 0;"
-          "max-height:14rem;overflow:auto")
-_TABLE = "border-collapse:collapse;font-size:12px"
-_CELL = "border-bottom:1px solid #d8dee4;padding:2px 8px;text-align:left;vertical-align:top"
+__all__ = ["Records", "SearchResults", "StoreStatus", "auto_progress", "esc", "eval_frame", "eval_html",
+           "hits_frame", "in_notebook", "marked_html", "notebook_progress", "offline_charts", "progress_counts",
+           "search_html", "similarity_bar", "source_link", "sources_frame", "table_html", "turn_html"]
 
 
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+def hits_frame(resp: Any) -> "pd.DataFrame":
+    """Deprecated: `wb.search(...).to_pandas()`."""
+    return SearchResults(resp).to_pandas()
 
 
-def similarity_bar(fraction: float, label: str = "") -> str:
-    """A horizontal bar for a 0..1 value with its label; values outside 0..1 are clipped."""
-    width = round(max(0.0, min(1.0, float(fraction))) * 100, 1)
-    return (f'<span style="display:inline-block;vertical-align:middle;width:6rem;height:0.6rem;'
-            f'background:#eaeef2;border-radius:3px;overflow:hidden"><span style="display:block;height:100%;'
-            f'width:{width}%;background:#2da44e"></span></span> <span style="{_MUTED}">{esc(label)}</span>')
+def sources_frame(turn: Any) -> "pd.DataFrame":
+    """Deprecated: `turn.to_pandas()`."""
+    return _sources_frame(turn.sources)
 
 
-def marked_html(text: str, spans: Sequence[Sequence[int]]) -> str:
-    """`text` HTML-escaped, each [start, end) span wrapped in a <mark>; overlapping spans are skipped."""
-    out, pos = [], 0
-    for start, end in sorted((int(s), int(e)) for s, e in spans):
-        if start < pos or end <= start:
-            continue
-        out += [esc(text[pos:start]), f'<mark style="{_MARK}">', esc(text[start:end]), "</mark>"]
-        pos = end
-    out.append(esc(text[pos:]))
-    return "".join(out)
-
-
-def source_link(path: str) -> str:
-    """A URL as a link that opens in a new tab; a file path as code."""
-    if path.startswith(("http://", "https://")):
-        return f'<a href="{esc(path)}" target="_blank" rel="noopener noreferrer">{esc(path)}</a>'
-    return f"<code>{esc(path)}</code>"
-
-
-def table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, limit: int = 50) -> str:
-    """Rows of dicts as a small HTML table (the first `limit` rows, then how many more)."""
-    if not rows:
-        return f'<div style="{_BOX};{_MUTED}">(no rows)</div>'
-    columns = list(columns or rows[0].keys())
-    head = "".join(f'<th style="{_CELL}">{esc(c)}</th>' for c in columns)
-    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{esc(_cell(r.get(c)))}</td>' for c in columns) + "</tr>"
-                   for r in rows[:limit])
-    more = f'<div style="{_MUTED}">… {len(rows) - limit} more rows</div>' if len(rows) > limit else ""
-    return f'<div style="{_BOX}"><table style="{_TABLE}"><tr>{head}</tr>{body}</table>{more}</div>'
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(map(str, value[:5])) + (" …" if len(value) > 5 else "")
-    return "" if value is None else str(value)
-
-
-# ----- search -----
-def search_html(resp: SearchResponse) -> str:
-    """A search response: header, one card per document with its score, highlights and context, facets."""
-    from rag_core.search.render import header_line
-
-    first = (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1
-    parts = [f'<div style="{_BOX}"><div style="{_MUTED}">{esc(header_line(resp))}</div>']
-    for n, r in enumerate(resp.get("results") or [], first):
-        score = float(r.get("relevance_score") or 0.0)
-        ranks = " + ".join(f"{label} #{rank}" for rank, label in ((r.get("dense_rank"), "dense"),
-                                                                  (r.get("fulltext_rank"), "full text"))
-                           if rank is not None)
-        parts.append(f'<div style="margin:0.6rem 0"><b>{n}. {esc(r.get("title") or r.get("file_path"))}</b> '
-                     f'{similarity_bar(score, f"{score:.2f}")}<br>{source_link(str(r.get("file_path", "")))} '
-                     f'<span style="{_MUTED}">· {esc(r.get("file_type"))} · {esc(r.get("file_size"))}'
-                     f'{" · " + esc(ranks) if ranks else ""}</span>')
-        spans = r.get("highlight_spans") or [[] for _ in r.get("highlights") or []]
-        for text, sp in zip(r.get("highlights") or [], spans):
-            parts.append(f'<div style="{_QUOTE}">… {marked_html(text, sp)} …</div>')
-        for c in r.get("context_chunks") or []:
-            page = f", page {c['page_number']}" if c.get("page_number") else ""
-            parts.append(f'<details><summary style="{_MUTED}">chunk {esc(c.get("chunk_index"))}{esc(page)} · '
-                         f'{float(c.get("relevance_score") or 0):.2f}</summary>'
-                         f'<div style="{_QUOTE}">{esc(c.get("text"))}</div></details>')
-        parts.append("</div>")
-    facets = resp.get("facets")
-    for label, values in (("Types", facets.get("document_types") if facets else None),
-                          ("Dates", facets.get("date_distribution") if facets else None)):
-        if values:
-            parts.append(f'<div style="{_MUTED}">{label}: '
-                         + ", ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in values.items()) + "</div>")
-    if resp.get("suggestions"):
-        parts.append(f'<div style="{_MUTED}">Suggestions: {esc("; ".join(resp["suggestions"]))}</div>')
-    parts.append("</div>")
-    return "".join(parts)
-
-
-def hits_frame(resp: SearchResponse) -> "pd.DataFrame":
-    """One row per result document of a search response, in rank order."""
-    import pandas as pd
-
-    first = (resp.get("page", 1) - 1) * resp.get("limit", 10) + 1
-    rows = [{"rank": n, "title": r.get("title"), "source": r.get("file_path"), "file_type": r.get("file_type"),
-             "score": r.get("relevance_score"), "dense_rank": r.get("dense_rank"),
-             "fulltext_rank": r.get("fulltext_rank"), "highlight": (r.get("highlights") or [""])[0],
-             "document_date": r.get("document_date"), "site_id": r.get("site_id")}
-            for n, r in enumerate(resp.get("results") or [], first)]
-    return pd.DataFrame(rows, columns=["rank", "title", "source", "file_type", "score", "dense_rank",
-                                       "fulltext_rank", "highlight", "document_date", "site_id"])
-
-
-class SearchResults(dict):
-    """The search response (the same dict REST and MCP return) that renders itself in Jupyter."""
-
-    def _response(self) -> SearchResponse:
-        return cast("SearchResponse", self)
-
-    def _repr_html_(self) -> str:
-        return search_html(self._response())
-
-    def _repr_markdown_(self) -> str:
-        from rag_core.search.render import render_markdown
-
-        return render_markdown(self._response())
-
-    def to_pandas(self) -> "pd.DataFrame":
-        return hits_frame(self._response())
-
-
-# ----- chat -----
-def turn_html(turn: "ChatTurn") -> str:
-    """A chat turn as the app shows it: the Sources block (similarity bars, the cited sentences
-    marked in each passage), then the answer."""
-    from rag_core.chat.quotes import cited_spans
-
-    parts = [f'<div style="{_BOX}"><div style="{_MUTED}">Q: {esc(turn.question)}</div>',
-             f"<h4 style=\"margin:0.4rem 0\">Sources ({len(turn.sources)})</h4>"]
-    if not turn.sources:
-        parts.append(f'<div style="{_MUTED}">No relevant passages were found; the answer is not grounded in '
-                     f"the documents.</div>")
-    for s in turn.sources:
-        page = f" · page {s.page}" if s.page is not None else ""
-        if len(s.sites) > 1:  # a chat over every site: the same passage is held by each of these sites
-            page += f" · sites: {', '.join(s.sites)}"
-        spans = cited_spans(turn.answer, s.n, s.text)
-        bar = similarity_bar(s.similarity_pct / 100, f"{s.similarity_pct:.1f}%")
-        parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {bar}'
-                     f' <b>{esc(s.title)}</b> {source_link(s.path)}{esc(page)}'
-                     f'<div style="{_QUOTE}">{marked_html(s.text, spans)}</div></div>')
-    parts.append(f'<h4 style="margin:0.4rem 0">Answer</h4><div style="white-space:pre-wrap">{esc(turn.answer)}</div>'
-                 f'<div style="{_MUTED};margin-top:0.3rem">session {esc(turn.session_id)} · {esc(turn.llm)}</div></div>')
-    return "".join(parts)
-
-
-def sources_frame(turn: "ChatTurn") -> "pd.DataFrame":
-    """The sources of a chat turn, one row each."""
-    import pandas as pd
-
-    columns = ["n", "similarity", "similarity_pct", "title", "source", "page", "start_char", "end_char", "text",
-               "sites"]
-    return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "similarity_pct": s.similarity_pct, "title": s.title,
-                          "source": s.path, "page": s.page, "start_char": s.start_char, "end_char": s.end_char,
-                          "text": s.text, "sites": ", ".join(s.sites or [s.site_id])} for s in turn.sources],
-                        columns=columns)
-
-
-# ----- evaluation -----
-def eval_html(result: "EvalResult") -> str:
-    """An evaluation result: the metrics with bars, latency, and the worst queries."""
-    k = result.k
-    metrics = [(f"hit@{k}", result.hit), (f"precision@{k}", result.precision), (f"recall@{k}", result.recall),
-               ("MRR@10", result.mrr10), ("nDCG@10", result.ndcg10)]
-    rows = "".join(f'<tr><td style="{_CELL}">{esc(name)}</td><td style="{_CELL}">{similarity_bar(v, f"{v:.3f}")}</td></tr>'
-                   for name, v in metrics)
-    worst = sorted(result.per_query, key=lambda q: (q.get("ndcg", 0.0), q.get("hit", 0.0)))[:5]
-    misses = table_html([{"query": q["query_id"], "hit": q.get("hit"), "ndcg": q.get("ndcg"), "ms": q.get("ms"),
-                          "ranked": q.get("ranked", [])[:3]} for q in worst]) if worst else ""
-    return (f'<div style="{_BOX}"><b>{esc(result.dataset)}</b> · {esc(result.mode)} · {result.queries} queries · '
-            f'{esc(result.embedder)}<table style="{_TABLE}">{rows}</table>'
-            f'<div style="{_MUTED}">latency p50 {result.latency_p50_ms:.1f} ms · p95 {result.latency_p95_ms:.1f} ms'
-            f'{f" · {result.errors} errors" if result.errors else ""}</div>'
-            + (f'<div style="{_MUTED};margin-top:0.4rem">Weakest queries</div>{misses}' if misses else "") + "</div>")
-
-
-def eval_frame(result: "EvalResult") -> "pd.DataFrame":
-    """One row per judged query: its metrics, latency and the documents it ranked."""
-    import pandas as pd
-
-    columns = ["query_id", "hit", "precision", "recall", "mrr", "ndcg", "ms", "ranked"]
-    frame = pd.DataFrame(result.per_query, columns=columns)
-    frame.insert(0, "dataset", result.dataset)
-    frame.insert(1, "mode", result.mode)
-    return frame
-
-
-# ----- rows of the facade: documents, the query log, the store's status -----
-Row = TypeVar("Row", bound=Mapping[str, Any])
-
-
-class Records(list[Row]):
-    """A list of row dicts (documents, query-log entries) that renders as a table and becomes a DataFrame."""
-
-    def _repr_html_(self) -> str:
-        return table_html(self)
-
-    def to_pandas(self) -> "pd.DataFrame":
-        import pandas as pd
-
-        return pd.DataFrame(list(self))
-
-
-class StoreStatus(dict):
-    """`Workbench.status()`: the dict every surface reads, shown as a two-column table in Jupyter."""
-
-    def _repr_html_(self) -> str:
-        return table_html([{"": k, "value": v} for k, v in self.items()], ["", "value"])
-
-
-def offline_charts() -> None:
-    """Plotly figures render offline: JupyterLab draws them with its bundled extension, and the
-    notebook itself carries plotly.js (no CDN), so an exported HTML shows them without a network.
-    PLOTLY_RENDERER, when set (the test runs set `json`), wins."""
-    import os
-
-    import plotly.io as pio
-
-    if not os.environ.get("PLOTLY_RENDERER"):
-        pio.renderers.default = "plotly_mimetype+notebook"
-
-
-# ----- progress -----
-def in_notebook() -> bool:
-    """True inside a Jupyter kernel (where a progress bar is a widget, not escape codes)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
-
-
-class _NotebookBar:
-    """A tqdm.auto bar fed with progress events; it appears with the first event (a step that has
-    nothing to do shows no bar) and closes itself when done reaches the total."""
-
-    def __init__(self, description: str, unit: str) -> None:
-        self.description, self.unit = description, unit
-        self.bar: Any = None
-        self.closed = False
-
-    def __call__(self, p: Any) -> None:
-        if self.closed:  # a last event after the total was reached (ingest's final tick)
-            return
-        done, total = progress_counts(p)
-        if self.bar is None:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(desc=self.description, unit=self.unit, total=total or None)
-        bar = self.bar
-        if total and bar.total != total:
-            bar.total = total
-        bar.n = done
-        current = getattr(p, "current", "")
-        if current:
-            bar.set_postfix_str(str(current)[-60:], refresh=False)
-        bar.refresh()
-        if total and done >= total:
-            self.close()
-
-    def close(self) -> None:
-        self.closed = True
-        if self.bar is not None:
-            self.bar.close()
-
-
-def auto_progress(progress: Callable[[Any], None] | None, description: str,
-                  unit: str = "file") -> Callable[[Any], None] | None:
-    """The caller's progress callback; without one, inside Jupyter, a notebook progress bar (tqdm.auto)
-    that takes the events of ingest, crawl, reindex and evaluation; otherwise None (no output)."""
-    if progress is not None or not in_notebook():
-        return progress
-    return _NotebookBar(description, unit)
-
-
-@contextmanager
-def notebook_progress(progress: Callable[[Any], None] | None, description: str,
-                      unit: str = "file") -> Iterator[Callable[[Any], None] | None]:
-    """`auto_progress` for one call: the bar closes when the call ends, interrupted or not."""
-    report = auto_progress(progress, description, unit)
-    try:
-        yield report
-    finally:
-        if isinstance(report, _NotebookBar):
-            report.close()
-
-
-def progress_counts(p: Any) -> tuple[int, int]:
-    """(done, total) of a progress event: an ingest `Progress`, or a (done, total) pair."""
-    if isinstance(p, tuple):
-        return int(p[0]), int(p[1])
-    return int(getattr(p, "done", 0)), int(getattr(p, "total", 0))
+def eval_frame(result: Any) -> "pd.DataFrame":
+    """Deprecated: `result.to_pandas()`."""
+    return result.to_pandas()

@@ -10,14 +10,13 @@ It only wires services together, each built from the `Store` (database, read rep
     wb.background  background jobs and workers                                   (jobs/service.py)
 
 The methods below are the facade's stable names for front-ends, notebooks and scripts; each calls one
-service. Notebook progress bars and Jupyter rendering are added here, never inside a service.
+service. Results are plain data; `rag_core.render` gives them their look in Jupyter.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Concatenate, ParamSpec, Sequence, TypeVar, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -25,19 +24,16 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from rag_core.chat.service import ChatService, SessionService
 from rag_core.db.database import Database
 from rag_core.db.replicas import ReadRouter, ReplicaState
-from rag_core.display import Records, SearchResults, StoreStatus, notebook_progress
+from rag_core.records import Records
 from rag_core.errors import InvalidInput
 from rag_core.evaluation.service import EvaluationService
 from rag_core.ingest.handle import Store, open_store, resolve_database, upgrade_database  # noqa: F401 (re-exported)
-from rag_core.ingest.pipeline import ProgressCallback
 from rag_core.ingest.service import DocumentService
-from rag_core.ingest.types import TextRecord
 from rag_core.jobs.service import JobService
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.querylog import flush_query_log, latency_histogram, recent_searches
-from rag_core.search.responses import LatencyHistogram, SearchMetrics
+from rag_core.search.responses import LatencyHistogram, SearchMetrics, SearchResults
 from rag_core.search.service import SearchEngine
-from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE
 from rag_core.settings import RagSettings, load_settings
 from rag_core.units import parse_since
 
@@ -48,9 +44,6 @@ if TYPE_CHECKING:
     from llama_index.core.vector_stores.types import MetadataFilters
 
     from rag_core.chat.sessions import SessionsDeleted
-    from rag_core.ingest.pipeline import IngestReport
-    from rag_core.ingest.store import DocumentListing, ReindexSummary, StoreStatusInfo
-    from rag_core.ingest.web import WebIngestReport
     from rag_core.llamaindex.engines import CitingChatEngine, CitingQueryEngine
     from rag_core.llamaindex.retriever import WorkbenchRetriever
     from rag_core.llamaindex.vector_store import WorkbenchVectorStore
@@ -122,47 +115,14 @@ class Workbench:
     check_url = _calls("library", DocumentService.check_url)
     delete_source = _calls("library", DocumentService.delete_source)
 
-    def ingest_paths(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
-                     site_id: str = DEFAULT_SITE, progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest files and folders (recursively); unchanged files are skipped without embedding."""
-        with notebook_progress(progress, "ingest") as report:
-            return self.library.ingest_paths(paths, include, exclude, site_id=site_id, progress=report)
-
-    def ingest_texts(self, records: Sequence[TextRecord], *, site_id: str,
-                     progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest many texts (source, text, optional title, metadata) in one run; refused ones are reported failed."""
-        with notebook_progress(progress, "ingest") as report:
-            return self.library.ingest_texts(records, site_id=site_id, progress=report)
-
-    def ingest_sample_corpus(self, site_id: str = SAMPLE_SITE, progress: ProgressCallback | None = None) -> IngestReport:
-        """Ingest the project's README.md and docs/*.md into the site `sample`, which 'every site' leaves out."""
-        with notebook_progress(progress, "ingest") as report:
-            return self.library.ingest_sample_corpus(site_id, progress=report)
-
-    def ingest_url(self, url: str, site_id: str = DEFAULT_SITE, progress: ProgressCallback | None = None
-                   ) -> WebIngestReport:
-        """Fetch and ingest one web page (`rag add`); a URL the crawl policy refuses raises CrawlRefused."""
-        with notebook_progress(progress, "fetching", unit="page") as report:
-            return self.library.ingest_url(url, site_id, progress=report)
-
-    def ingest_index(self, index_url: str, pattern: str = "", site_id: str = DEFAULT_SITE,
-                     progress: ProgressCallback | None = None) -> WebIngestReport:
-        """Ingest the pages linked from an index page (depth 1) whose URL matches the regex `pattern`."""
-        with notebook_progress(progress, "pages", unit="page") as report:
-            return self.library.ingest_index(index_url, pattern, site_id, progress=report)
-
-    def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
-        """Re-embed every chunk with the configured embedder (resumable: rerun to continue)."""
-        with notebook_progress(progress, "re-embedding", unit="chunk") as report:
-            return self.library.reindex(report, batch)
-
-    def status(self, site_id: str | None = None) -> StoreStatusInfo:
-        """Documents, chunks, sources, embedder, dimension and database size."""
-        return cast("StoreStatusInfo", StoreStatus(self.library.status(site_id)))  # renders itself in Jupyter
-
-    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
-        """Stored documents, newest first."""
-        return Records(self.library.documents(site_id, limit, offset))
+    ingest_paths = _calls("library", DocumentService.ingest_paths)
+    ingest_texts = _calls("library", DocumentService.ingest_texts)
+    ingest_sample_corpus = _calls("library", DocumentService.ingest_sample_corpus)
+    ingest_url = _calls("library", DocumentService.ingest_url)
+    ingest_index = _calls("library", DocumentService.ingest_index)
+    reindex = _calls("library", DocumentService.reindex)
+    status = _calls("library", DocumentService.status)
+    documents = _calls("library", DocumentService.documents)
 
     # ----- search -----
     @property

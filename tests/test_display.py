@@ -11,9 +11,12 @@ from dataclasses import replace
 import pytest
 
 from rag_core.chat.quotes import cited_spans
-from rag_core.display import Records, SearchResults, StoreStatus, marked_html
 from rag_core.evaluation.runner import run_eval
+from rag_core.records import Records, StoreStatus
+from rag_core.render.html import marked_html
+from rag_core.search.responses import SearchResults
 from evalsets import write_eval_sets
+from notebook_display import shown
 
 DOCS = {
     "notes/heat-pumps.md": ("Heat pumps <script>alert(1)</script>",
@@ -36,7 +39,7 @@ def filled(wb, site):
 def test_search_results_render_as_html_with_marks_scores_and_escaped_text(wb, filled):
     resp = wb.search("heat pump efficiency in cold climates", mode="hybrid", site_id=filled, limit=5)
     assert isinstance(resp, SearchResults) and isinstance(resp, dict)
-    page = resp._repr_html_()
+    page = shown(resp)
     assert "<script>" not in page and html.escape("<script>") in page   # document text is escaped
     assert "<mark" in page and "heat" in page.lower()                   # the highlighted terms
     assert "notes/heat-pumps.md" in page
@@ -49,7 +52,7 @@ def test_search_results_render_as_html_with_marks_scores_and_escaped_text(wb, fi
     if first["fulltext_rank"] is not None:
         assert f"full text #{first['fulltext_rank']}" in page
     assert "Types: md <b>" in page                                      # the facets
-    assert resp._repr_markdown_().startswith("## Search:")
+    assert shown(resp, "text/markdown").startswith("## Search:")
 
 
 def test_search_results_become_a_dataframe_in_rank_order(wb, filled):
@@ -65,7 +68,7 @@ def test_search_results_become_a_dataframe_in_rank_order(wb, filled):
 def test_chat_turn_renders_sources_with_similarity_bars_marked_quotes_then_the_answer(wb, filled):
     turn = wb.chat("How much heat does a heat pump deliver in cold climates?", site_id=filled)
     assert turn.sources, turn.answer
-    page = turn._repr_html_()
+    page = shown(turn)
     assert page.index("Sources (") < page.index("Answer")
     for s in turn.sources:
         assert f"{s.similarity_pct:.1f}%" in page and f"[{s.n}]" in page
@@ -76,7 +79,7 @@ def test_chat_turn_renders_sources_with_similarity_bars_marked_quotes_then_the_a
     assert "Heat pumps" not in turn.answer and "<script>" not in turn.rendered
     # The markdown is the spec's text, with tags shown as text: Jupyter renders raw HTML in markdown.
     tagged = dataclasses.replace(turn, rendered=turn.rendered + "<script>alert(1)</script>")
-    assert tagged._repr_markdown_() == turn.rendered + "&lt;script>alert(1)&lt;/script>"
+    assert shown(tagged, "text/markdown") == turn.rendered + "&lt;script>alert(1)&lt;/script>"
     frame = turn.to_pandas()
     assert list(frame.columns) == ["n", "similarity", "similarity_pct", "title", "source", "page", "start_char",
                                    "end_char", "text", "sites"]
@@ -89,7 +92,7 @@ def test_a_chat_source_held_by_two_sites_names_both_in_jupyter(wb, filled):
     turn = wb.chat("How much heat does a heat pump deliver in cold climates?", site_id=filled)
     shared = replace(turn.sources[0], sites=[filled, "copy-site"])
     turn = replace(turn, sources=[shared, *turn.sources[1:]])
-    assert f"sites: {filled}, copy-site" in turn._repr_html_()
+    assert f"sites: {filled}, copy-site" in shown(turn)
     assert turn.to_pandas()["sites"].iloc[0] == f"{filled}, copy-site"
 
 
@@ -106,7 +109,7 @@ def test_cited_spans_and_marks_find_the_quoted_sentence_and_escape_the_rest():
 def test_evaluation_result_renders_metrics_and_per_query_rows(wb, tmp_path):
     root = write_eval_sets(tmp_path)
     result = run_eval(wb.library, wb.search_engine, root / "mini-en", mode="hybrid", k=5, max_queries=6)
-    page = result._repr_html_()
+    page = shown(result)
     for label in ("hit@5", "nDCG@10", "MRR@10", "latency p50"):
         assert label in page
     assert f"{result.hit:.3f}" in page
@@ -118,8 +121,8 @@ def test_evaluation_result_renders_metrics_and_per_query_rows(wb, tmp_path):
 
 def test_status_documents_and_query_log_render_and_become_frames(wb, filled):
     status = wb.status(filled)
-    assert isinstance(status, StoreStatus) and "<table" in status._repr_html_()
-    assert "documents" in status._repr_html_()
+    assert isinstance(status, StoreStatus) and "<table" in shown(status)
+    assert "documents" in shown(status)
     docs = wb.documents(filled)
     assert isinstance(docs, Records) and len(docs.to_pandas()) == 2
     wb.search("defrost cycles", site_id=filled, user_id="nb-user")
@@ -128,7 +131,7 @@ def test_status_documents_and_query_log_render_and_become_frames(wb, filled):
     assert list(frame.columns) == ["created_at", "query", "mode", "results", "ms", "error_code", "cache",
                                    "site_id", "user_id"]
     assert frame["query"].iloc[0] == "defrost cycles" and frame["user_id"].iloc[0] == "nb-user"
-    assert "defrost cycles" in log._repr_html_()
+    assert "defrost cycles" in shown(log)
 
 
 def test_query_log_limit_is_checked(wb):

@@ -143,6 +143,9 @@ def test_ingest_shows_a_notebook_progress_bar_and_search_renders_as_html(kernel,
     [result] = [o for o in out if o["type"] == "execute_result"]
     assert "<mark" in result["data"]["text/html"] and "note-003.md" in result["data"]["text/html"]
     assert "text/markdown" in result["data"]
+    out = kernel.run(f"wb.status({site!r})")
+    [result] = [o for o in out if o["type"] == "execute_result"]
+    assert "<table" in result["data"]["text/html"] and ">documents<" in result["data"]["text/html"]
 
 
 def test_crawling_works_inside_the_kernels_running_event_loop(kernel, site):

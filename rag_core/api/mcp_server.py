@@ -251,7 +251,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
 
         Returns the search spec's response (results with relevance_score, highlights, context chunks, facets,
         suggestions) as structured content, and the same rendered as markdown, text or JSON."""
-        from rag_core.search.render import render_markdown, render_text
+        from rag_core.render.search import render_markdown, render_text
 
         response = wb.search(query, mode=mode, limit=limit, page=page, types=types, date_from=date_from,
                              date_to=date_to, source=source, site_id=site_id, include_context=include_context,
@@ -338,7 +338,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
     ) -> CallToolResult:
         """The last `limit` messages of a conversation, oldest first; assistant messages carry their sources
         (documentPath, similarity, page)."""
-        from rag_core.chat.transcript import render_transcript
+        from rag_core.render.transcript import render_transcript
 
         messages = wb.chat_history(session_id, limit)
         if not messages:

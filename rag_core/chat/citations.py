@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.chat.prompts import labels
 from rag_core.providers.calibration import CosineScale
 from rag_core.search.types import ChunkHit
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -100,3 +103,15 @@ def render_turn(sources: Sequence[Source], answer: str, language: str = "en") ->
     """The chat spec's output: `## Sources` then `## Answer`, labels in RAG_LANGUAGE."""
     words = labels(language)
     return f"{render_sources(sources, language)}\n\n## {words['answer']}\n{answer.strip()}\n"
+
+
+def sources_frame(sources: Sequence[Source]) -> "pd.DataFrame":
+    """The sources of an answer, one row each (n, similarity, title, source, page, offsets, text, sites)."""
+    import pandas as pd
+
+    columns = ["n", "similarity", "similarity_pct", "title", "source", "page", "start_char", "end_char", "text",
+               "sites"]
+    return pd.DataFrame([{"n": s.n, "similarity": s.similarity, "similarity_pct": s.similarity_pct, "title": s.title,
+                          "source": s.path, "page": s.page, "start_char": s.start_char, "end_char": s.end_char,
+                          "text": s.text, "sites": ", ".join(s.sites or [s.site_id])} for s in sources],
+                        columns=columns)

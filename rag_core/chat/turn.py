@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
-from rag_core.chat.citations import Source, render_sources, render_turn
+from rag_core.chat.citations import Source, render_sources, render_turn, sources_frame
 from rag_core.chat.context import (retrieve, chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
                                    within_budget)
 from rag_core.chat.grounding import message_language, needs_conversation, supporting_passages
@@ -16,7 +16,7 @@ from rag_core.ingest.handle import Store
 from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
-from rag_core.security.text import check_storable, inert_markdown
+from rag_core.security.text import check_storable
 from rag_core.search.retrieval import embed_passages, embed_query
 from rag_core.search.types import ChunkHit
 
@@ -67,22 +67,9 @@ class ChatTurn:
     def stored(self) -> bool:
         return bool(self.flags.get("stored"))
 
-    def _repr_html_(self) -> str:
-        """Jupyter: the Sources block with similarity bars and the cited sentences marked, then the answer."""
-        from rag_core.display import turn_html
-
-        return turn_html(self)
-
-    def _repr_markdown_(self) -> str:
-        """The chat spec's text, shown where a notebook takes markdown: Jupyter renders raw HTML and images in
-        it, and the answer and the passages come from a model and from documents, so nothing of theirs loads."""
-        return inert_markdown(self.rendered, raw_html=True)
-
     def to_pandas(self) -> pd.DataFrame:
         """The sources, one row each (n, similarity, title, source, page, offsets, text)."""
-        from rag_core.display import sources_frame
-
-        return sources_frame(self)
+        return sources_frame(self.sources)
 
     def to_dict(self) -> dict[str, Any]:
         return {

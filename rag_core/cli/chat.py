@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from rag_core.chat.transcript import format_when, render_transcript
+from rag_core.render.transcript import format_when, render_transcript
 from rag_core.cli import common
 from rag_core.cli.common import app, console, group_with_default, out, print_json, run_safely
 from rag_core.units import counted

@@ -53,7 +53,7 @@ def search(
     except RagError as exc:
         _error(exc, fmt)
         return
-    from rag_core.search.render import render_markdown, render_text
+    from rag_core.render.search import render_markdown, render_text
 
     # echo, not rich: rich would turn ":name:" inside documents into emoji.
     if fmt == "json":

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from rag_core.display import auto_progress
 from rag_core.errors import InvalidInput, RagError
 from rag_core.evaluation.datasets import BeirDataset, find_eval_set, load_beir
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
+from rag_core.progress import auto_progress
 from rag_core.search.validation import MAX_QUERY_CHARS, MODES
 from rag_core.security.ids import EVAL_SITE_PREFIX
 
@@ -54,17 +54,15 @@ class EvalResult:
     ingest: dict[str, Any] = field(default_factory=dict)
     per_query: list[dict[str, Any]] = field(default_factory=list)
 
-    def _repr_html_(self) -> str:
-        """Jupyter: the metrics as bars, latency, and the weakest queries."""
-        from rag_core.display import eval_html
-
-        return eval_html(self)
-
     def to_pandas(self) -> pd.DataFrame:
         """One row per judged query: dataset, mode, query_id, hit, precision, recall, mrr, ndcg, ms, ranked."""
-        from rag_core.display import eval_frame
+        import pandas as pd
 
-        return eval_frame(self)
+        columns = ["query_id", "hit", "precision", "recall", "mrr", "ndcg", "ms", "ranked"]
+        frame = pd.DataFrame(self.per_query, columns=columns)
+        frame.insert(0, "dataset", self.dataset)
+        frame.insert(1, "mode", self.mode)
+        return frame
 
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:
         """The JSON `rag eval --json` prints: metric keys are named by their cut-off (precision@5...)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from psycopg.types.json import Jsonb
 
@@ -22,7 +22,9 @@ from rag_core.ingest.pipeline import (
 from rag_core.ingest.sample import PROJECT_ROOT, sample_corpus_paths
 from rag_core.ingest.store import DeletedCounts, DocumentListing, ReindexSummary, StoreStatusInfo
 from rag_core.ingest.types import Progress, TextRecord
+from rag_core.progress import notebook_progress
 from rag_core.providers.embeddings import embedding_dimension
+from rag_core.records import Records, StoreStatus
 from rag_core.security.documents import check_document
 from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
 from rag_core.security.text import check_label, file_name_problem
@@ -191,8 +193,9 @@ class DocumentService:
 
         check_id(site_id, "site_id")
         self.store.require_compatible()
-        report = web.ingest_url(self.store.db, lambda: self.store.embedder, self._crawl_settings(), url, site_id=site_id,
-                                progress=progress)
+        with notebook_progress(progress, "fetching", unit="page") as progress:
+            report = web.ingest_url(self.store.db, lambda: self.store.embedder, self._crawl_settings(), url,
+                                    site_id=site_id, progress=progress)
         self.store.after_write()
         return report
 
@@ -203,8 +206,9 @@ class DocumentService:
 
         check_id(site_id, "site_id")
         self.store.require_compatible()
-        report = web.ingest_index(self.store.db, lambda: self.store.embedder, self._crawl_settings(), index_url, pattern,
-                                  site_id=site_id, progress=progress)
+        with notebook_progress(progress, "pages", unit="page") as progress:
+            report = web.ingest_index(self.store.db, lambda: self.store.embedder, self._crawl_settings(), index_url,
+                                      pattern, site_id=site_id, progress=progress)
         self.store.after_write()
         return report
 
@@ -212,7 +216,8 @@ class DocumentService:
              preloaded: Sequence[SourceOutcome] = ()) -> IngestReport:
         self.store.require_compatible()
         pipeline = IngestPipeline(self.store.db, self.store.embedder, self.store.settings)
-        report = pipeline.run(items, progress=progress, preloaded=preloaded)
+        with notebook_progress(progress, "ingest") as progress:
+            report = pipeline.run(items, progress=progress, preloaded=preloaded)
         self.store.after_write()
         return report
 
@@ -256,11 +261,11 @@ class DocumentService:
                                  database="embedded" if self.store.embedded else describe_url(self.store.database_url))
         if self.store.embedded:
             result["data_dir"] = str(self.store.settings.data_dir)
-        return result
+        return cast(StoreStatusInfo, StoreStatus(result))  # a type of its own, which a notebook shows as a table
 
-    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> list[DocumentListing]:
+    def documents(self, site_id: str | None = None, limit: int = 100, offset: int = 0) -> Records[DocumentListing]:
         """Stored documents, newest first."""
-        return stored.list_documents(self.store.reads, site_id, limit, offset)
+        return Records(stored.list_documents(self.store.reads, site_id, limit, offset))
 
     # ----- maintenance -----
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
@@ -270,12 +275,13 @@ class DocumentService:
         """
         if self.store.embedder_notice is not None:
             self.store.use_settings(self.store.requested_settings)
-        if progress:  # the total shows while the model loads
-            progress(Progress(0, stored.chunks_to_reembed(self.store.db, self.store.embedder_name), 0,
-                              current=f"loading {self.store.embedder_name}"))
-        dim = embedding_dimension(self.store.embedder)
-        stored.begin_reindex(self.store.db, self.store.embedder_name, dim)
-        done = stored.reembed_missing(self.store.db, self.store.embedder, batch=batch, progress=progress)
+        with notebook_progress(progress, "re-embedding", unit="chunk") as progress:
+            if progress:  # the total shows while the model loads
+                progress(Progress(0, stored.chunks_to_reembed(self.store.db, self.store.embedder_name), 0,
+                                  current=f"loading {self.store.embedder_name}"))
+            dim = embedding_dimension(self.store.embedder)
+            stored.begin_reindex(self.store.db, self.store.embedder_name, dim)
+            done = stored.reembed_missing(self.store.db, self.store.embedder, batch=batch, progress=progress)
         vector_index.ensure(self.store.db)
         self.store.mark_compatible()
         self.store.after_write()

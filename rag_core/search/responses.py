@@ -9,9 +9,12 @@ is published there.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from typing_extensions import NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class ContextChunk(TypedDict):
@@ -144,3 +147,21 @@ class LoggedSearch(TypedDict):
     cache: str  # hit, miss or off
     site_id: str | None
     user_id: str | None
+
+
+class SearchResults(dict):  # type: ignore[type-arg]
+    """The search response as a dict of its own type (the same JSON on every surface): a notebook shows it
+    as HTML (`rag_core.render.jupyter` registers the look) and `to_pandas()` makes a DataFrame of it."""
+
+    def to_pandas(self) -> "pd.DataFrame":
+        """One row per result document, in rank order."""
+        import pandas as pd
+
+        first = (self.get("page", 1) - 1) * self.get("limit", 10) + 1
+        rows = [{"rank": n, "title": r.get("title"), "source": r.get("file_path"), "file_type": r.get("file_type"),
+                 "score": r.get("relevance_score"), "dense_rank": r.get("dense_rank"),
+                 "fulltext_rank": r.get("fulltext_rank"), "highlight": (r.get("highlights") or [""])[0],
+                 "document_date": r.get("document_date"), "site_id": r.get("site_id")}
+                for n, r in enumerate(self.get("results") or [], first)]
+        return pd.DataFrame(rows, columns=["rank", "title", "source", "file_type", "score", "dense_rank",
+                                           "fulltext_rank", "highlight", "document_date", "site_id"])

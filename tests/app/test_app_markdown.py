@@ -70,7 +70,7 @@ def test_a_hostile_title_path_and_answer_render_inert_in_the_app(app_wb, app_sit
 
 def test_a_cited_passage_loads_no_image() -> None:
     """The sources panel renders passages (document text) as HTML: an image there loaded as soon as it showed."""
-    from rag_core.chat.quotes import passage_html
+    from rag_core.render.quotes import passage_html
 
     html = passage_html(f"Pumps need care. ![pixel]({PIXEL}) See [the manual](https://docs.example/m).", [(0, 16)])
     assert "<img" not in html and "<mark" in html

@@ -9,7 +9,7 @@ import sys
 
 from filebuilders import make_pdf, pdf_sentences
 
-from rag_core.search.render import render_markdown
+from rag_core.render.search import render_markdown
 
 HEAVY = ("torch", "llama_index", "streamlit", "sentence_transformers", "psycopg", "sqlalchemy", "pandas", "numpy")
 

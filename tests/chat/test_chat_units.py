@@ -172,7 +172,8 @@ def test_a_quote_stands_without_its_documents_title() -> None:
 
 
 def test_source_panels_render_markdown_with_the_quotes_marked() -> None:
-    from rag_core.chat.quotes import cited_spans, passage_html
+    from rag_core.chat.quotes import cited_spans
+    from rag_core.render.quotes import passage_html
 
     passage = ("# Deleting\n\nTo delete a document, open the\nDocuments page. From the command line:\n\n"
                "```\nrag delete x\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- item one here\n- item two <b>x</b>")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rag_core.search.highlight import FRAGMENT_WINDOW, Highlight, cjk_highlights, highlight_texts
 from rag_core.search.hybrid import _like_prefix, query_configs
-from rag_core.search.render import render_markdown, render_text
+from rag_core.render.search import render_markdown, render_text
 from rag_core.search.service import human_size, iso_utc
 
 

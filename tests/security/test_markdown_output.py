@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from rag_core.search.render import render_markdown
+from rag_core.render.search import render_markdown
 
 PIXEL = "https://evil.example/p.png?leak=1"
 

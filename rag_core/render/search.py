@@ -1,4 +1,4 @@
-"""Search responses as text and markdown (the CLI prints these; JSON is the response dict itself)."""
+"""Search responses as text and markdown (the CLI and MCP print these; JSON is the response dict itself)."""
 
 from __future__ import annotations
 
