@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from rag_core import RagError, open_workbench
-from rag_core.chat.citations import Source
+from rag_core.search.types import Citation
 from rag_core.chat.quotes import cited_spans
 from rag_core.render.html import marked_html  # noqa: F401 - the pages call ui.marked_html
 from rag_core.render.quotes import passage_html
@@ -411,13 +411,13 @@ def sources_panel(citations: Sequence[dict[str, Any]], answer: str, expanded: bo
             st.caption("No relevant passages were found in the documents; the answer is not grounded in them.")
             return
         for i, c in enumerate(citations, 1):
-            cited = Source.from_citation(c, n=i)  # the stored citation's keys are known in one place
+            cited = Citation.from_citation(c, n=i)  # the stored citation's keys are known in one place
             # The calibrated relevance every surface shows (CLI, REST, MCP, Slack, notebooks), not the raw cosine.
             n, relevance = cited.n, cited.similarity_pct / 100
             cols = st.columns([1, 4])
             cols[0].progress(max(0.0, min(1.0, relevance)), text=f"[{n}] {cited.similarity_pct:.1f}%")
             title = cited.title or ""
-            where = source_label(cited.path or "", cited.page)
+            where = source_label(cited.source or "", cited.page)
             if len(cited.sites) > 1:  # a chat over every site: the same passage is held by each of these sites
                 where += " · sites: " + md_text(", ".join(cited.sites))
             cols[1].markdown(f"**{md_text(title)}** " + where if title else where)

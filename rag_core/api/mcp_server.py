@@ -299,7 +299,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         content adds the answer, the sources (file_path, similarity), and the context the answer was built from
         (history, passages, retrieval query). An empty index stores nothing and suggests /rag:index."""
         turn = wb.chat(message, session_id=session_id, k=k, site_id=site_id)
-        data = turn.to_dict()
+        data = schemas.wire_turn(turn.to_dict())
         text = turn.rendered
         hint = None
         if turn.flags.get("no_index"):
@@ -324,7 +324,7 @@ def build_server(wb: Workbench) -> RagMCPServer:
         answer from; the structured content adds `citations`: pass them unchanged as `sources` to
         rag_chat_append with the answer. An empty index stores nothing and suggests /rag:index."""
         prepared = wb.chat_prepare(message, session_id=session_id, k=k, site_id=site_id)
-        data = prepared.to_dict()
+        data = schemas.wire_turn(prepared.to_dict())
         if prepared.request is None:
             hint = "Nothing is indexed yet: run /rag:index PATH (tool rag_index), then ask again."
             return _result(f"{data['rendered_sources']}\n\n{hint}\n", {**data, "hint": hint})

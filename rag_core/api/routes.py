@@ -259,7 +259,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
                            resource_name=body.resource_name)
         except Unauthorized:
             raise Unauthorized(DENIED) from None
-        return JSONResponse(jsonable_encoder(turn.to_dict()))
+        return JSONResponse(jsonable_encoder(s.wire_turn(turn.to_dict())))
 
     @app.get("/sessions", response_model=s.SessionsOut, tags=["chat"], summary="List chat sessions")
     def list_sessions(caller: Caller, wb: WorkbenchDep,

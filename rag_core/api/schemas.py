@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
-from rag_core.chat.citations import Source
+from rag_core.search.types import Citation
 from rag_core.chat.retention import PurgeSummary as PurgeResult
 from rag_core.chat.sessions import ChatMessage, SessionsDeleted, SessionSummary
 from rag_core.chat.turn import ChatTurn
@@ -71,13 +71,14 @@ def _wire_type(tp: Any) -> Any:
 
 @functools.cache
 def wire_model(shape: Any, name: str | None = None, only: tuple[str, ...] | None = None,
-               optional: tuple[str, ...] = (), extra: Literal["allow", "ignore"] = "allow") -> type[BaseModel]:
+               optional: tuple[str, ...] = (), extra: Literal["allow", "ignore"] = "allow",
+               rename: tuple[tuple[str, str], ...] = ()) -> type[BaseModel]:
     """The response model of a facade TypedDict `shape`: the same keys, required where the TypedDict requires
     them; a key it may leave out defaults to None (routes that return such a shape exclude unset keys).
     A dataclass `shape` stands for its `to_dict()`: every field, required.
 
     `only` keeps those keys; `optional` names required keys a route may withhold; `extra="allow"` passes
-    keys the type does not name through unchanged.
+    keys the type does not name through unchanged; `rename` gives keys their wire names ((key, wire), ...).
     """
     if dataclasses.is_dataclass(shape):
         names = {f.name for f in dataclasses.fields(shape)}
@@ -89,11 +90,12 @@ def wire_model(shape: Any, name: str | None = None, only: tuple[str, ...] | None
     for key, tp in hints.items():
         if only is not None and key not in only:
             continue
+        wire = dict(rename).get(key, key)
         if get_origin(tp) is NotRequired or key in optional:
             tp = get_args(tp)[0] if get_origin(tp) is NotRequired else tp
-            fields[key] = (_wire_type(tp) | None, None)
+            fields[wire] = (_wire_type(tp) | None, None)
         else:
-            fields[key] = (_wire_type(tp), ...)
+            fields[wire] = (_wire_type(tp), ...)
     return create_model(name or shape.__name__, __config__=ConfigDict(extra=extra), __doc__=shape.__doc__,
                         **fields)
 
@@ -217,8 +219,23 @@ class ChatIn(Body):
         "message": "Where is hybrid search implemented?", "session_id": "s1", "site_id": "site_a"}]})
 
 
-class SourceOut(wire_model(Source)):  # type: ignore[misc]
+# A citation's location is `source` inside rag_core; the chat spec's JSON has always called it `path`.
+CITATION_WIRE_NAMES = (("source", "path"),)
+
+
+class SourceOut(wire_model(Citation, "Source", rename=CITATION_WIRE_NAMES)):  # type: ignore[misc]
     similarity_pct: float
+
+
+def wire_sources(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Citations' dicts with their wire names (`path`), in the field order the API has always sent."""
+    names = dict(CITATION_WIRE_NAMES)
+    return [{names.get(k, k): v for k, v in s.items()} for s in sources]
+
+
+def wire_turn(data: dict[str, Any]) -> dict[str, Any]:
+    """A ChatTurn's or PreparedTurn's `to_dict()` as REST and MCP send it."""
+    return {**data, "sources": wire_sources(data["sources"])}
 
 
 class ChatTurnOut(wire_model(ChatTurn, "ChatTurnBase")):  # type: ignore[misc]

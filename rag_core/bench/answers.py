@@ -82,7 +82,7 @@ def ask(wb: Workbench, ds: BeirDataset, k: int = 5, log: Callable[[str], None] |
         relevant = list(ds.qrels[qid])
         records.append(ChatRecord(
             query_id=qid, question=ds.queries[qid], answer=turn.answer, references=list(ds.answers[qid]),
-            retrieved_ids=[doc_of_source.get(s.path, s.path) for s in turn.sources],
+            retrieved_ids=[doc_of_source.get(s.source, s.source) for s in turn.sources],
             retrieved_contexts=[s.text for s in turn.sources], reference_ids=relevant,
             reference_contexts=[text_of[d] for d in relevant if d in text_of], latency_s=latency,
             flags=dict(turn.flags)))

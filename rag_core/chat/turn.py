@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
-from rag_core.chat.citations import Source, render_sources, render_turn, sources_frame
+from rag_core.chat.citations import render_sources, render_turn, sources_frame
 from rag_core.chat.context import (retrieve, chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
                                    within_budget)
 from rag_core.chat.grounding import message_language, needs_conversation, supporting_passages
@@ -18,7 +18,7 @@ from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
 from rag_core.security.text import check_storable
 from rag_core.search.retrieval import embed_passages, embed_query
-from rag_core.search.types import ChunkHit
+from rag_core.search.types import ChunkHit, Citation
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ class ChatTurn:
     session_id: str
     question: str
     answer: str
-    sources: list[Source]
+    sources: list[Citation]
     retrieval_query: str
     context: dict[str, Any]                 # the structured context given to the model (AnswerRequest.to_dict)
     rendered: str                           # the chat spec's text: ## Sources, then ## Answer
@@ -91,7 +91,7 @@ class PreparedTurn:
     session_id: str
     question: str
     retrieval_query: str
-    sources: list[Source]
+    sources: list[Citation]
     request: AnswerRequest | None           # None when nothing is indexed
     flags: dict[str, bool] = field(default_factory=dict)
     message_ids: list[int] = field(default_factory=list)
@@ -186,12 +186,12 @@ def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_
     kept = {h.chunk_id for h in within_budget([sp.hit for sp in supports[:k]], settings.chat_context_bytes)}
     supports = [sp for sp in supports if sp.hit.chunk_id in kept]
     chosen = [sp.hit for sp in supports]
-    sources = [Source.from_hit(n, sp.hit, scale, sites.get(sp.hit.chunk_id), relevance=sp.relevance)
+    sources = [Citation.from_hit(n, sp.hit, scale, sites.get(sp.hit.chunk_id), relevance=sp.relevance)
                for n, sp in enumerate(supports, 1)]
     units = [replace(u, passage=n) for n, sp in enumerate(supports, 1) for u in sp.units]
     request = AnswerRequest(
         question=message, retrieval_query=retrieval_query,
-        passages=[Passage(s.n, s.path, s.title, s.text, s.similarity, s.page) for s in sources],
+        passages=[Passage(s.n, s.source, s.title, s.text, s.similarity, s.page) for s in sources],
         history=[{"role": m["role"], "content": m["content"]} for m in history],
         instruction=instruction["instruction_text"] if instruction else "",
         language=language, retrieval_failed=retrieval_failed, retrieval_off=not use_documents,

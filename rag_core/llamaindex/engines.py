@@ -25,7 +25,8 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from rag_core.chat.citations import Source, render_turn
+from rag_core.chat.citations import render_turn
+from rag_core.search.types import Citation
 from rag_core.chat.context import reference_block
 from rag_core.chat.llms import LLM
 from rag_core.chat.prompts import ANSWER_RULES, DEFAULT_SYSTEM_PROMPT, AnswerRequest, Passage
@@ -223,13 +224,13 @@ def default_postprocessors(settings: RagSettings, extra: Sequence[BaseNodePostpr
             ReferenceNumbers()]
 
 
-def sources_of(nodes: Sequence[NodeWithScore]) -> list[Source]:
+def sources_of(nodes: Sequence[NodeWithScore]) -> list[Citation]:
     """The numbered sources of a response, in the order the model saw them."""
     out = []
     for n, item in enumerate(nodes, 1):
         meta = item.node.metadata
-        out.append(Source(
-            n=n, path=str(meta.get("source") or item.node.ref_doc_id or item.node.node_id),
+        out.append(Citation(
+            n=n, source=str(meta.get("source") or item.node.ref_doc_id or item.node.node_id),
             title=str(meta.get("title") or ""), similarity=float(meta.get("similarity", item.score or 0.0) or 0.0),
             page=meta.get("page"), chunk_id=int(meta.get("chunk_id") or 0), document_id=int(meta.get("document_id") or 0),
             start_char=int(item.node.start_char_idx or 0), end_char=int(item.node.end_char_idx or 0),

@@ -132,7 +132,7 @@ def turn_html(turn: "ChatTurn") -> str:
         spans = cited_spans(turn.answer, s.n, s.text)
         bar = similarity_bar(s.similarity_pct / 100, f"{s.similarity_pct:.1f}%")
         parts.append(f'<div style="margin:0.4rem 0">[{s.n}] {bar}'
-                     f' <b>{esc(s.title)}</b> {source_link(s.path)}{esc(page)}'
+                     f' <b>{esc(s.title)}</b> {source_link(s.source)}{esc(page)}'
                      f'<div style="{_QUOTE}">{marked_html(s.text, spans)}</div></div>')
     parts.append(f'<h4 style="margin:0.4rem 0">Answer</h4><div style="white-space:pre-wrap">{esc(turn.answer)}</div>'
                  f'<div style="{_MUTED};margin-top:0.3rem">session {esc(turn.session_id)} · {esc(turn.llm)}</div></div>')

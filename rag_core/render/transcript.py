@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rag_core.chat.citations import Source, render_sources
+from rag_core.chat.citations import render_sources
+from rag_core.search.types import Citation
 
 
 def format_when(value: Any) -> str:
@@ -19,6 +20,6 @@ def render_transcript(messages: Sequence[Mapping[str, Any]], language: str = "en
     for m in messages:
         parts.append(f"[{format_when(m['created_at'])}] {m['role']}:\n{m['content']}")
         if m["role"] == "assistant":
-            cited = [Source.from_citation(c, i) for i, c in enumerate(m.get("sources") or [], 1)]
+            cited = [Citation.from_citation(c, i) for i, c in enumerate(m.get("sources") or [], 1)]
             parts.append(render_sources(cited, language))
     return "\n\n".join(parts) + "\n"

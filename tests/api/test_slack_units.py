@@ -187,13 +187,13 @@ def test_document_text_cannot_inject_slack_markup() -> None:
 
 
 def test_answer_lists_sources_or_says_there_are_none() -> None:
-    from rag_core.chat.citations import Source
+    from rag_core.search.types import Citation
 
-    src = Source(n=1, path="https://example.com/a", title="Async", similarity=0.921, page=None, chunk_id=1,
+    src = Citation(n=1, source="https://example.com/a", title="Async", similarity=0.921, page=None, chunk_id=1,
                  document_id=1, start_char=0, end_char=10, text="t")
     assert messages.answer("It waits [1].", [src], "en") == \
         "It waits [1].\n\n*Sources*\n1. <https://example.com/a|Async> · 92.1%"
-    shared = Source(n=2, path="docs/a.md", title="", similarity=0.5, page=None, chunk_id=2, document_id=2,
+    shared = Citation(n=2, source="docs/a.md", title="", similarity=0.5, page=None, chunk_id=2, document_id=2,
                     start_char=0, end_char=10, text="t", sites=["docs", "help<desk>"])
     assert messages.answer("It waits [2].", [shared], "en").endswith(
         "2. `docs/a.md` · 50.0% · sites: docs, help&lt;desk&gt;")

@@ -135,13 +135,14 @@ def test_context_stays_within_the_byte_budget_in_whole_chunks(wb, docs_site, ses
     assert chosen == sorted(chosen, key=ranked.index)  # best first
     for source, hit in zip(turn.sources, [h for h in hits if h.chunk_id in chosen]):
         assert source.text == hit.text  # never a partial chunk
-        assert f"Source: {source.path}\n{hit.text.strip()}" in turn.context["context_text"]
+        assert f"Source: {source.source}\n{hit.text.strip()}" in turn.context["context_text"]
 
 
 def test_japanese_labels_and_page_numbers() -> None:
-    from rag_core.chat.citations import Source, render_turn
+    from rag_core.chat.citations import render_turn
+    from rag_core.search.types import Citation
 
-    src = Source(n=1, path="manual.pdf", title="Manual", similarity=0.9214, page=3, chunk_id=7, document_id=2,
+    src = Citation(n=1, source="manual.pdf", title="Manual", similarity=0.9214, page=3, chunk_id=7, document_id=2,
                  start_char=0, end_char=10, text="...")
     text = render_turn([src], "答え [1]", "ja")
     assert text.startswith("## 出典\n1. [92.1%] manual.pdf (p. 3)\n\n## 回答\n答え [1]")

@@ -17,10 +17,10 @@ def test_query_engine_answers_with_numbered_citations_and_sources(wb, corpus) ->
     response = engine.query("How many days of paid holiday do employees get?")
     assert "25 days" in str(response) and "[1]" in str(response)
     sources = response.metadata["sources"]
-    assert Path(sources[0]["path"]).name == "holidays.md" and sources[0]["n"] == 1
+    assert Path(sources[0]["source"]).name == "holidays.md" and sources[0]["n"] == 1
     rendered = response.metadata["rendered"]
     assert rendered.startswith("## Sources\n1. [") and "holidays.md" in rendered and "## Answer" in rendered
-    assert response.metadata["citations"][0]["documentPath"] == sources[0]["path"]
+    assert response.metadata["citations"][0]["documentPath"] == sources[0]["source"]
 
 
 def test_chat_engine_history_lives_in_the_workbench_session(wb, corpus) -> None:
@@ -77,7 +77,7 @@ def test_the_configured_reranker_runs_as_a_node_postprocessor(wb, corpus, monkey
     lengths = [len(n.node.text) for n in response.source_nodes]
     assert lengths == sorted(lengths) and len(lengths) == 4
     assert response.source_nodes[0].node.metadata["rerank_score"] == -lengths[0]
-    assert Path(response.metadata["sources"][0]["path"]).name == "budget.csv"
+    assert Path(response.metadata["sources"][0]["source"]).name == "budget.csv"
 
 
 def _openai_server_class():
@@ -101,7 +101,7 @@ def test_engines_with_a_generative_answerer_send_numbered_references(wb, corpus)
         assert str(response) == "Employees get 25 days [1]."
         prompt = "\n".join(m["content"] for m in server.requests[-1]["messages"])
         assert "--- Reference 1 ---\nSource: " in prompt and "square brackets" in prompt
-        assert Path(response.metadata["sources"][0]["path"]).name == "holidays.md"
+        assert Path(response.metadata["sources"][0]["source"]).name == "holidays.md"
         engine = generative.as_chat_engine(session, site_id=site, k=2)
         engine.chat("How much paid holiday is there?")
         engine.chat("and per month?")
@@ -126,7 +126,7 @@ def test_query_engine_sources_come_best_first_with_the_scores_search_reports(wb,
     response = strict.as_query_engine(site_id=site, k=10).query(question)
     nodes = [(n.node.metadata["source"], round(n.score, 6)) for n in response.source_nodes]
     assert nodes == expected
-    assert [s["path"] for s in response.metadata["sources"]] == [p for p, _ in expected]
+    assert [s["source"] for s in response.metadata["sources"]] == [p for p, _ in expected]
     retrieved = strict.as_retriever(site_id=site, k=10).retrieve(question)
     assert [(n.node.metadata["source"], round(n.score, 6)) for n in retrieved] == expected
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag_core.chat.citations import Source
+from rag_core.search.types import Citation
 from rag_core.providers.calibration import CosineScale, chat_floor, cosine_scale
 from rag_core.providers.embeddings import EMBEDDERS
 from rag_core.search.types import ChunkHit
@@ -39,10 +39,10 @@ def test_the_chat_floor_follows_the_embedder_unless_set() -> None:
 def test_a_source_shows_the_calibrated_percentage_and_keeps_it_in_its_citation() -> None:
     hit = ChunkHit(chunk_id=1, document_id=2, site_id="s", source="a.md", title="A", file_type="md", text="t",
                    chunk_index=0, start_char=0, end_char=1, page_number=None, similarity=0.83, score=0.5)
-    e5 = Source.from_hit(1, hit, cosine_scale("e5-small"))
+    e5 = Citation.from_hit(1, hit, cosine_scale("e5-small"))
     assert e5.similarity_pct == 25.0 and e5.similarity == 0.83
-    assert Source.from_citation(e5.to_citation()).similarity_pct == 25.0
-    use = Source.from_hit(1, hit, cosine_scale("use-multilingual"))
+    assert Citation.from_citation(e5.to_citation()).similarity_pct == 25.0
+    use = Citation.from_hit(1, hit, cosine_scale("use-multilingual"))
     assert use.similarity_pct == 83.0 and "relevance" not in use.to_citation()
 
 

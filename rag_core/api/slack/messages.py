@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
-from rag_core.chat.citations import Source
+from rag_core.search.types import Citation
 from rag_core.chat.prompts import labels
 from rag_core.textproc import detect_language
 
@@ -263,16 +263,16 @@ def clip(value: str, limit: int = MAX_TEXT) -> str:
 # --------------------------------------------------------------------------- replies
 
 
-def source_line(source: Source, language: str) -> str:
+def source_line(source: Citation, language: str) -> str:
     """`1. <https://x|Title> (p. 3) · 92.1%`, then `· sites: a, b` when several sites hold the passage."""
     words = labels(language)
     page = f" ({words['page']} {source.page})" if source.page is not None else ""
-    title = source.title.strip() if source.title and source.title.strip() != source.path else None
+    title = source.title.strip() if source.title and source.title.strip() != source.source else None
     sites = f" · {words['sites']}: {escape(', '.join(source.sites))}" if len(source.sites) > 1 else ""
-    return f"{source.n}. {link(source.path, title)}{page} · {source.similarity_pct:.1f}%{sites}"
+    return f"{source.n}. {link(source.source, title)}{page} · {source.similarity_pct:.1f}%{sites}"
 
 
-def answer(turn_answer: str, sources: Sequence[Source], language: str, with_sources: bool = True) -> str:
+def answer(turn_answer: str, sources: Sequence[Citation], language: str, with_sources: bool = True) -> str:
     """The answer in mrkdwn, then the Sources block (it says so when there is none)."""
     words = labels(language)
     body = markdown_to_mrkdwn(turn_answer.strip())
