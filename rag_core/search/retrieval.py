@@ -1,5 +1,5 @@
-"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py's SQL,
-and the cache of query vectors that search (service.py) shares."""
+"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py,
+the query prepared once for them (`prepare_query`), and the cache of query vectors that search (service.py) shares."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.db.database import Connections
-from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, search_chunks
+from rag_core.search.fusion import DEFAULT_FUSION, Fusion
+from rag_core.search.hybrid import search_chunks
+from rag_core.search.query import PreparedQuery
 from rag_core.search.types import ChunkHit
 
 
@@ -98,22 +100,35 @@ def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
     return QUERY_EMBEDDINGS.get(embedder, query)
 
 
-def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str, *, k: int = 5,
+def normalize_query(text: str) -> str:
+    """The query as every search ranks it: NUL bytes dropped, whitespace collapsed."""
+    return " ".join(text.replace("\x00", " ").split())
+
+
+def prepare_query(embedder: BaseEmbedding | None, query: str | PreparedQuery) -> PreparedQuery:
+    """The query prepared once for several searches: language, configs and bigrams on first use, its vector
+    from `embedder` (through the query-vector cache) only when a dense or hybrid search first needs it."""
+    if isinstance(query, PreparedQuery):
+        return query
+    text = normalize_query(query)
+    return PreparedQuery(text, (lambda t: embed_query(embedder, t)) if embedder is not None else None)
+
+
+def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str | PreparedQuery, *, k: int = 5,
                     site_id: str | None = None, sources: Sequence[str] | None = None,
                     mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.
 
     Args:
+        query: a string, or a PreparedQuery (prepare_query) that several searches of one chat turn share.
         sources: keep only chunks of these sources (exact source names).
         filters: types, date_from, date_to, source (a prefix or part), as `search_chunks` takes them.
     """
-    text = " ".join(query.replace("\x00", " ").split())
-    if not text or k <= 0:
+    q = prepare_query(embedder, query)
+    if not q.text or k <= 0:
         return []
-    emb = embed_query(embedder, text) if mode != "fulltext" else None
     if sources:
         wanted = set(sources)
-        hits = search_chunks(db, text, emb, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion,
-                             **filters)
+        hits = search_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, **filters)
         return [h for h in hits if h.source in wanted][:k]
-    return search_chunks(db, text, emb, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
+    return search_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
