@@ -7,7 +7,7 @@ cache off and its query-vector cache cleared, the floor embeds with the model di
 falls on both alike. Prints p50/p95 of each and the ratio of the p50s for each of `--runs` runs and their
 median, and writes them to `--output`; nothing asserts a time.
 
-    .venv/bin/python eval/bench_search_floor.py --db NAME --output eval/results/bench_search_floor_after.json
+    .venv/bin/python eval/bench_search_floor.py --db NAME --output eval/results/search_floor_after.json
 """
 
 from __future__ import annotations
