@@ -137,7 +137,7 @@ def main() -> None:
                     "first_sentence_contains": any(a in first for a in answers),
                     "context_contains": any(a in s.text for s in turn.sources for a in answers),
                     "hit_at_k": any(h.source in relevant for h in hits),
-                    "cited_relevant": any(s.path in relevant for s in turn.sources),
+                    "cited_relevant": any(s.source in relevant for s in turn.sources),
                     "top_similarity": hits[0].similarity if hits else 0.0,
                     "top_relevant": bool(hits) and hits[0].source in relevant,
                     "relevant_similarity": max((h.similarity for h in hits if h.source in relevant), default=None),

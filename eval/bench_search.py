@@ -16,7 +16,7 @@ In the same run, on the same chunks: bm25s top-100, a bare pgvector `ORDER BY em
 LIMIT 10` and ChromaDB (when installed), with the ratios of our p50 to theirs; the top-10 overlap
 of the pruned full-text ranking with an exact BM25 over the same lexemes, per set; and filtered
 dense search by exact scan against HNSW iterative scan at several filtered-set sizes (the figures
-EXACT_SCAN_MAX is set from). `--overlap-only` measures the overlap on the `eval:*` sites alone.
+PlannerSettings.exact_scan_max is set from). `--overlap-only` measures the overlap on the `eval:*` sites alone.
 
 Each run uses its own database on the embedded server (or DATABASE_URL's server); `--keep` leaves
 it in place and a later run with `--db NAME` reuses it without ingesting again. It prints figures
@@ -162,7 +162,7 @@ def references(wb: Any, queries: list[str]) -> dict[str, Any]:
 def hnsw_recall(wb: Any, vectors: list[np.ndarray]) -> dict[str, float]:
     """Share of the exact top-10 (every vector read) that the HNSW index returns, at its default ef_search,
     at 100 and at the ef_search our 100 dense candidates use in an index of this size."""
-    from rag_core.search.hybrid import hnsw_ef_search
+    from rag_core.search.planner import DEFAULT_PLANNER
 
     sql = "SELECT id FROM chunks WHERE site_id = %s ORDER BY embedding <=> %s LIMIT 10"
     with wb.db.connection() as conn:
@@ -171,7 +171,7 @@ def hnsw_recall(wb: Any, vectors: list[np.ndarray]) -> dict[str, float]:
     with wb.db.connection() as conn:
         indexed = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
     out = {}
-    for ef in sorted({40, 100, hnsw_ef_search(100, indexed)}):  # the last: what the product's candidates use
+    for ef in sorted({40, 100, DEFAULT_PLANNER.hnsw_ef_search(100, indexed)}):  # the last: what the product's candidates use
         with wb.db.connection() as conn:
             conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
             found = [{r[0] for r in conn.execute(sql, (SITE, v), prepare=False).fetchall()} for v in vectors]
@@ -232,12 +232,13 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
     """Filtered dense search: exact scan against HNSW iterative scan at several filtered-set sizes.
 
     Documents get dates spread over 1,000 days (this bench database only), so a date range selects
-    a known share of the chunks; each plan is forced through `exact_scan_limit`, whose formula
+    a known share of the chunks; each plan is forced through `PlannerSettings.exact_scan_chunks`; the cost model
     comes from these figures.
     """
     import datetime as dt
 
     from rag_core.search import hybrid
+    from rag_core.search.planner import PlannerSettings
     from rag_core.search.retrieval import embed_query
     from rag_core.search.validation import validate_search
 
@@ -246,7 +247,7 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
                      " WHERE site_id = %s", (SITE,))
         total = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s", (SITE,)).fetchone()[0]
     vectors = [embed_query(wb.embedder, q) for q in queries]
-    saved, out = hybrid.exact_scan_limit, {}
+    out: dict[str, Any] = {}
     try:
         for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0):
             days = max(1, int(1000 * share))
@@ -256,11 +257,11 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
             row: dict[str, Any] = {"chunks": int(total * share)}
             tops = {}
             for plan, cap in (("exact", 10**9), ("hnsw", 0)):
-                hybrid.exact_scan_limit = lambda indexed, cap=cap: cap
+                planner = PlannerSettings(exact_scan_chunks=cap)
                 ms, tops[plan] = [], []
                 for q, v in zip(queries, vectors):
                     started = time.perf_counter()
-                    res = hybrid.search_documents(wb.db, q, v, req)
+                    res = hybrid.search_documents(wb.db, q, v, req, planner=planner)
                     ms.append((time.perf_counter() - started) * 1000)
                     tops[plan].append([d.document_id for d in res.documents])
                 row[plan] = summary(ms)
@@ -271,7 +272,6 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
                           f" p95 {row['exact']['p95']:6.1f} | hnsw p50 {row['hnsw']['p50']:6.1f} p95 {row['hnsw']['p95']:6.1f}"
                           f" recall@10 {row['hnsw recall@10']}")
     finally:
-        hybrid.exact_scan_limit = saved
         with wb.db.connection() as conn:
             conn.execute("UPDATE documents SET doc_date = NULL WHERE site_id = %s", (SITE,))
     return out

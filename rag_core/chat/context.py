@@ -14,6 +14,7 @@ from rag_core.security.ids import check_id
 from rag_core.security.text import check_storable
 from rag_core.ingest.handle import Store
 from rag_core.search.hybrid import fusion_for, term_coverage
+from rag_core.search.query import PreparedQuery
 from rag_core.search.retrieval import retrieve_chunks
 from rag_core.search.types import ChunkHit
 from rag_core.textproc import cjk_bigrams
@@ -132,7 +133,7 @@ def with_repeats(hits: Sequence[ChunkHit], k: int) -> list[ChunkHit]:
     return [h for h in hits if passage_key(h) in keys]
 
 
-def retrieve(store: Store, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
+def retrieve(store: Store, query: str | PreparedQuery, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
     """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as search."""
     store.require_compatible()
     return retrieve_chunks(store.reads, store.embedder, query, k=k, site_id=site_id,

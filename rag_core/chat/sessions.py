@@ -13,7 +13,7 @@ from typing_extensions import NotRequired, TypedDict
 from rag_core.db.database import Connections, Database
 from rag_core.errors import InvalidInput, Unauthorized
 from rag_core.limits import MAX_ANSWER_CHARS, MAX_MESSAGE_CHARS, check_text_length
-from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id, every_site_sql
+from rag_core.security.ids import DEFAULT_SITE, check_id, check_optional_id
 from rag_core.security.text import check_storable
 
 ROLES = ("user", "assistant", "system")
@@ -98,15 +98,6 @@ def check_role(role: str) -> str:
 def _message(row: Sequence[Any]) -> ChatMessage:
     return {"id": row[0], "session_id": row[1], "site_id": row[2], "user_id": row[3], "role": row[4],
             "content": row[5], "sources": row[6] or [], "created_at": row[7]}
-
-
-def has_indexed_chunks(db: Connections, site_id: str | None) -> bool:
-    """Whether anything searchable is stored for the site (or, without one, outside the eval sites)."""
-    where = "site_id = %(site)s" if site_id else every_site_sql("site_id")
-    with db.connection() as conn:
-        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM chunks WHERE {where} AND embedding IS NOT NULL)",
-                           {"site": site_id}).fetchone()
-    return bool(row[0])
 
 
 def rename(db: Database, session_id: str, title: str) -> ChatSession | None:

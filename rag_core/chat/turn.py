@@ -17,7 +17,11 @@ from rag_core.errors import InvalidInput, LLMError, NotFound
 from rag_core.limits import MAX_MESSAGE_CHARS, check_text_length
 from rag_core.providers.calibration import cosine_scale
 from rag_core.security.text import check_storable
-from rag_core.search.retrieval import embed_passages, embed_query
+from rag_core.search.hybrid import term_coverage
+from rag_core.search.query import PreparedQuery
+from rag_core.search.retrieval import (
+    chunk_similarities, cited_neighbours, embed_passages, embed_query, is_indexed, prepare_query,
+)
 from rag_core.search.types import ChunkHit, Citation
 
 if TYPE_CHECKING:
@@ -134,7 +138,7 @@ def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_
     use_documents = settings.enabled
 
     # 1. Nothing indexed: say how to ingest; no model call and nothing stored.
-    if use_documents and not sessions.has_indexed_chunks(store.reads, site_id):
+    if use_documents and not is_indexed(store.reads, site_id):
         words = labels(language)
         return PreparedTurn(session_id=session_id, question=message, retrieval_query="", sources=[], request=None,
                             flags={"no_index": True, "stored": False, "retrieval_failed": False, "no_sources": True},
@@ -165,7 +169,7 @@ def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_
                 retrieval_query, hits = retrieve_in_conversation(store, llm, message, history, k=depth,
                                                                    site_id=site_id)
             else:
-                hits = retrieve_distinct(store, message, k=depth, site_id=site_id)
+                hits = retrieve_distinct(store, prepare_query(store.embedder, message), k=depth, site_id=site_id)
         except LLMError:
             raise  # the model condensing the follow-up failed: the caller reports it as any model failure
         except Exception:
@@ -220,7 +224,8 @@ def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str,
     conversation's topic is kept, and the passages the last answer cited stay candidates
     (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
-    alone = retrieve_distinct(store, message, k=k, site_id=site_id)
+    query = prepare_query(store.embedder, message)  # its language, configs and vector serve every step below
+    alone = retrieve_distinct(store, query, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
         return message, alone
     folded = llm().condense(history, message)
@@ -231,10 +236,8 @@ def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str,
         return message, alone
     if not alone or alone[0].chunk_id == contextual[0].chunk_id:
         return folded, with_cited_passages(store, folded, contextual, history, k=k, site_id=site_id)
-    from rag_core.search.hybrid import term_coverage
-
     own, other = alone[0], contextual[0]
-    coverage = term_coverage(store.reads, message, [own, other])
+    coverage = term_coverage(store.reads, query, [own, other])
     closer_in_words = coverage.get(own.chunk_id, 0.0) > coverage.get(other.chunk_id, 0.0)
     scale = cosine_scale(store.embedder_name)
     read = (lambda cosine: cosine) if scale.is_identity else scale.relevance
@@ -245,7 +248,7 @@ def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str,
     return folded, with_cited_passages(store, folded, contextual, history, k=k, site_id=site_id)
 
 
-def retrieve_distinct(store: Store, query: str, *, k: int, site_id: str | None) -> list[ChunkHit]:
+def retrieve_distinct(store: Store, query: str | PreparedQuery, *, k: int, site_id: str | None) -> list[ChunkHit]:
     """The top hits of k distinct passages, with their repeats in other sites (searching every site).
 
     The same file ingested into several sites fills k hits with copies of fewer passages; then the
@@ -275,30 +278,11 @@ def with_cited_passages(store: Store, query: str, hits: Sequence[ChunkHit], hist
                      if c.isascii() and c.isdigit() and len(c) <= 18})
     if not chunks:
         return list(hits)
-    vector = embed_query(store.embedder, " ".join(query.split()))
-    with store.reads.connection() as conn:
-        rows = conn.execute(_CITED_CHUNKS_SQL, {"vector": vector, "chunks": chunks, "site": site_id,
-                                                "k": k}).fetchall()
     found = {h.chunk_id: h for h in hits}
-    for r in rows:
-        found.setdefault(int(r[0]), ChunkHit(
-            chunk_id=int(r[0]), document_id=int(r[1]), site_id=r[2], source=r[3], title=r[4], file_type=r[5],
-            chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
-            similarity=max(0.0, min(1.0, float(r[11] or 0.0))), score=float(r[11] or 0.0), language=r[12]))
+    vector = embed_query(store.embedder, " ".join(query.split()))
+    for hit in cited_neighbours(store.reads, vector, chunks, site_id=site_id, k=k):
+        found.setdefault(hit.chunk_id, hit)
     return with_repeats(sorted(found.values(), key=lambda h: -h.similarity), k)
-
-
-# Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).
-_CITED_CHUNKS_SQL = """
-WITH cited AS (SELECT document_id, chunk_index FROM chunks WHERE id = ANY(%(chunks)s))
-SELECT c.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text, c.start_char,
-       c.end_char, c.page_number, 1 - (c.embedding <=> %(vector)s::vector) AS cos, c.language
-FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE EXISTS (SELECT 1 FROM cited x WHERE x.document_id = c.document_id AND abs(x.chunk_index - c.chunk_index) <= 1)
-  AND c.embedding IS NOT NULL AND (%(site)s::text IS NULL OR c.site_id = %(site)s)
-ORDER BY cos DESC, c.id
-LIMIT %(k)s
-"""
 
 
 def message_similarity(store: Store, message: str, hits: Sequence[ChunkHit],
@@ -308,10 +292,7 @@ def message_similarity(store: Store, message: str, hits: Sequence[ChunkHit],
     missing = [h.chunk_id for h in hits if h.chunk_id not in seen]
     if missing:
         vector = embed_query(store.embedder, " ".join(message.split()))
-        with store.reads.connection() as conn:
-            rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
-                                (vector, missing)).fetchall()
-        seen.update({int(i): float(sim or 0.0) for i, sim in rows})
+        seen.update(chunk_similarities(store.reads, vector, missing))
     return [seen.get(h.chunk_id, 0.0) for h in hits]
 
 

@@ -17,7 +17,7 @@ from rag_core.db.database import Database
 from rag_core.errors import LoaderError, RagError
 from rag_core.ingest import store, vector_index
 from rag_core.ingest.chunking import chunk_text
-from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, load_file, unsupported_reason
+from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, unsupported_reason
 from rag_core.ingest.loaders.document import document_date
 from rag_core.security.documents import check_document
 from rag_core.security.paths import entry_problem, read_regular_file

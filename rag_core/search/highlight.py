@@ -1,14 +1,14 @@
 """Highlights: fragments of a hit's chunks with the query's matched terms as character spans.
 
 Marked here, in Python, from the query's lexemes that the retrieval statement returns: no second
-statement, no ts_headline (which parsed and stemmed every word of every chunk again, about 0.1 ms
-of PostgreSQL's CPU per chunk). A word matches when its Snowball stem under the chunk's
+statement, no ts_headline (which parsed and stemmed every word of every chunk again in PostgreSQL).
+A word matches when its Snowball stem under the chunk's
 text-search config is one of the query's lexemes: the english and russian configs stem with the
 same Snowball algorithms as PostgreSQL's english_stem / russian_stem (PyStemmer; ASCII words in a
 Russian chunk with the English one, as the russian config does), 'simple' compares lower-cased
-words. Only words that start like a lexeme are stemmed (str.find per lexeme prefix), so a chunk
-costs tens of microseconds. Japanese chunks are indexed as character bigrams: every query bigram
-found in the text is marked and neighbouring marks merge into one span.
+words. Only words that start like a lexeme are stemmed (str.find per lexeme prefix). Japanese chunks
+are indexed as character bigrams: every bigram of the prepared query (query.py) found in the text is
+marked and neighbouring marks merge into one span.
 
 A fragment is plain text (whitespace collapsed) plus spans; `Highlight.marked()` renders `**term**`
 for text and markdown.
@@ -24,11 +24,9 @@ from typing import Any, Collection, Sequence
 
 import Stemmer
 
-from rag_core.textproc import FTS_CONFIG, cjk_bigrams
+from rag_core.search.query import HIRAGANA_ONLY, PreparedQuery, prepared
+from rag_core.textproc import FTS_CONFIG
 
-_CJK = "\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
 _WORD = re.compile(r"[^\W_]+")
 FRAGMENT_CHARS = 120
 # A fragment: about 28 words (ts_headline's MaxWords before), starting a few words before its first match.
@@ -217,18 +215,10 @@ def word_highlights(text: str, config: str, lexemes: Collection[str], max_fragme
     return fragments
 
 
-def _query_bigrams(query: str) -> set[str]:
-    grams = set()
-    for token in cjk_bigrams(query).split():
-        if _CJK_RUN.fullmatch(token) and (len(token) == 2 or not _HIRAGANA_ONLY.match(token)):
-            grams.add(token)
-    return grams
-
-
-def cjk_highlights(text: str, query: str, max_fragments: int = 2) -> list[Highlight]:
+def cjk_highlights(text: str, query: str | PreparedQuery, max_fragments: int = 2) -> list[Highlight]:
     """Highlight a Japanese text: spans where query bigrams occur (particle-only spans are dropped)."""
     text = " ".join(text.split())
-    grams = _query_bigrams(query)
+    grams = prepared(query).highlight_bigrams
     covered = [False] * len(text)
     if grams:
         for i in range(len(text) - 1):
@@ -241,7 +231,7 @@ def cjk_highlights(text: str, query: str, max_fragments: int = 2) -> list[Highli
             j = i
             while j < len(text) and covered[j]:
                 j += 1
-            if not _HIRAGANA_ONLY.match(text[i:j]):
+            if not HIRAGANA_ONLY.match(text[i:j]):
                 spans.append((i, j))
             i = j
         else:
@@ -271,13 +261,14 @@ def _fallback(text: str) -> list[Highlight]:
     return [Highlight(text[: cut if cut > 40 else FRAGMENT_CHARS])]
 
 
-def highlight_texts(query: str, lexemes: Collection[str], items: Sequence[tuple[str | None, str]],
+def highlight_texts(query: str | PreparedQuery, lexemes: Collection[str], items: Sequence[tuple[str | None, str]],
                     max_fragments: int = MAX_FRAGMENTS) -> list[list[Highlight]]:
     """Fragments for each (language, text) item, in order: the query's `lexemes` (as the retrieval statement
     found them in the store) marked in stemmed languages, query bigrams in Japanese; the start of the
     text when nothing matches."""
     wanted = frozenset(lexemes)
     prefixes = _prefixes(wanted)
+    query = prepared(query)  # its bigrams made once for every Japanese text
     results = []
     for lang, text in items:
         if lang == "ja":

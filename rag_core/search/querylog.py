@@ -51,7 +51,7 @@ class QueryLogWriter:
 
     A search puts its row on a bounded queue and returns. The thread INSERTs what gathers within
     LINGER_SEC in one transaction with synchronous_commit off, so no search waits for a WAL flush
-    (about 3.5 ms each on this kind of disk) and a busy service commits ten times a second, not
+    (eval/bench_service.py) and a busy service commits ten times a second, not
     once per search. `flush()` waits until every row submitted so far is committed (a row the
     database refused counts as done: it is reported, never retried); `close()` flushes and stops
     the thread, and runs when the Database closes (a clean shutdown of the app, `rag serve` on

@@ -1,5 +1,5 @@
-"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py's SQL,
-and the cache of query vectors that search (service.py) shares."""
+"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py,
+the query prepared once for them (`prepare_query`), and the cache of query vectors that search (service.py) shares."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from rag_core.db.database import Connections
-from rag_core.search.hybrid import DEFAULT_FUSION, Fusion, search_chunks
+from rag_core.search.fusion import DEFAULT_FUSION, Fusion
+from rag_core.errors import IndexUnavailable
+from rag_core.search.hybrid import check_indexed, search_chunks
+from rag_core.search.query import PreparedQuery
 from rag_core.search.types import ChunkHit
 
 
@@ -98,22 +101,77 @@ def embed_query(embedder: BaseEmbedding, query: str) -> np.ndarray:
     return QUERY_EMBEDDINGS.get(embedder, query)
 
 
-def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str, *, k: int = 5,
+def normalize_query(text: str) -> str:
+    """The query as every search ranks it: NUL bytes dropped, whitespace collapsed."""
+    return " ".join(text.replace("\x00", " ").split())
+
+
+def prepare_query(embedder: BaseEmbedding | None, query: str | PreparedQuery) -> PreparedQuery:
+    """The query prepared once for several searches: language, configs and bigrams on first use, its vector
+    from `embedder` (through the query-vector cache) only when a dense or hybrid search first needs it."""
+    if isinstance(query, PreparedQuery):
+        return query
+    text = normalize_query(query)
+    return PreparedQuery(text, (lambda t: embed_query(embedder, t)) if embedder is not None else None)
+
+
+def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str | PreparedQuery, *, k: int = 5,
                     site_id: str | None = None, sources: Sequence[str] | None = None,
                     mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.
 
     Args:
+        query: a string, or a PreparedQuery (prepare_query) that several searches of one chat turn share.
         sources: keep only chunks of these sources (exact source names).
         filters: types, date_from, date_to, source (a prefix or part), as `search_chunks` takes them.
     """
-    text = " ".join(query.replace("\x00", " ").split())
-    if not text or k <= 0:
+    q = prepare_query(embedder, query)
+    if not q.text or k <= 0:
         return []
-    emb = embed_query(embedder, text) if mode != "fulltext" else None
     if sources:
         wanted = set(sources)
-        hits = search_chunks(db, text, emb, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion,
-                             **filters)
+        hits = search_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, **filters)
         return [h for h in hits if h.source in wanted][:k]
-    return search_chunks(db, text, emb, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
+    return search_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
+
+
+# Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).
+_NEIGHBOURS_SQL = """
+WITH cited AS (SELECT document_id, chunk_index FROM chunks WHERE id = ANY(%(chunks)s))
+SELECT c.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text, c.start_char,
+       c.end_char, c.page_number, 1 - (c.embedding <=> %(vector)s::vector) AS cos, c.language
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE EXISTS (SELECT 1 FROM cited x WHERE x.document_id = c.document_id AND abs(x.chunk_index - c.chunk_index) <= 1)
+  AND c.embedding IS NOT NULL AND (%(site)s::text IS NULL OR c.site_id = %(site)s)
+ORDER BY cos DESC, c.id
+LIMIT %(k)s
+"""
+
+
+def cited_neighbours(db: Connections, vector: Any, chunk_ids: Sequence[int], *, site_id: str | None,
+                     k: int) -> list[ChunkHit]:
+    """Some chunks and the chunks beside them in their documents, the k most similar to `vector` first."""
+    with db.connection() as conn:
+        rows = conn.execute(_NEIGHBOURS_SQL, {"vector": vector, "chunks": list(chunk_ids), "site": site_id,
+                                              "k": k}).fetchall()
+    return [ChunkHit(chunk_id=int(r[0]), document_id=int(r[1]), site_id=r[2], source=r[3], title=r[4],
+                     file_type=r[5], chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
+                     similarity=max(0.0, min(1.0, float(r[11] or 0.0))), score=float(r[11] or 0.0), language=r[12])
+            for r in rows]
+
+
+def chunk_similarities(db: Connections, vector: Any, chunk_ids: Sequence[int]) -> dict[int, float]:
+    """The exact cosine similarity of some chunks to a query vector."""
+    with db.connection() as conn:
+        rows = conn.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE id = ANY(%s)",
+                            (vector, list(chunk_ids))).fetchall()
+    return {int(i): float(sim or 0.0) for i, sim in rows}
+
+
+def is_indexed(db: Connections, site_id: str | None) -> bool:
+    """Whether anything is stored to search in the site (None: every site but the evaluation sites and the sample)."""
+    try:
+        check_indexed(db, site_id)
+    except IndexUnavailable:
+        return False
+    return True

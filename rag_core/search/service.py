@@ -27,13 +27,14 @@ from rag_core.errors import DatabaseError, RagError
 from rag_core.providers.calibration import cosine_scale
 from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
+from rag_core.search.fusion import DEFAULT_FUSION, Fusion, cosine_floor
 from rag_core.search.highlight import Highlight, highlight_texts
-from rag_core.search.hybrid import (
-    DEFAULT_FUSION, CoreResult, DocumentHit, Fusion, check_indexed, cosine_floor, search_documents,
-)
+from rag_core.search.hybrid import CoreResult, DocumentHit, check_indexed, search_chunks, search_documents
+from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings
+from rag_core.search.query import PreparedQuery
 from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
-from rag_core.search.retrieval import embed_query
+from rag_core.search.retrieval import prepare_query
 from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
@@ -83,16 +84,19 @@ class SearchEngine:
 
     def __init__(self, db: Database, settings: Any, embedder: Callable[[], BaseEmbedding],
                  check_store: Callable[[], None], fusion: Fusion = DEFAULT_FUSION,
-                 reads: ReadRouter | None = None) -> None:
+                 reads: ReadRouter | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> None:
         """``db`` is the primary (the query log is written there); ``reads`` where the searches read (replicas)."""
         self.db = db
         self.reads = reads if reads is not None else ReadRouter(db)
         self.settings = settings
         self._embedder = embedder
         self._check_store = check_store
+        # Chat's retrieval keeps passages at its own floor, later: it ranks with the fusion as given.
+        self.retrieval_fusion = fusion
         if fusion.cosine_floor is None:
             fusion = replace(fusion, cosine_floor=cosine_floor(settings.embedder, settings.search_cosine_floor))
         self.fusion = fusion
+        self.planner = planner
         self.cache = build_search_cache(settings)
         self.recent_queries = RecentQueries(self.reads)
         self.hit_words = HitWords(self.reads)
@@ -148,12 +152,30 @@ class SearchEngine:
         self.cache.clear()
         self.hit_words.clear_shares()
 
+    # ----- a query prepared once, searched many times -----
+    def prepare(self, query: str) -> PreparedQuery:
+        """The query prepared once (language, configs, bigrams; its vector on first dense use) for several
+        searches: pass it to `search` or `retrieve` instead of the string."""
+        return prepare_query(self._embedder(), query)
+
+    def retrieve(self, query: str | PreparedQuery, *, k: int = 5, site_id: str | None = None, mode: str = "hybrid",
+                 **filters: Any) -> list[ChunkHit]:
+        """Top-k chunks for a query (what chat reads, as Workbench.retrieve), ranked by the statement `search` uses."""
+        q = self.prepare(query) if isinstance(query, str) else query
+        if not q.text or k <= 0:
+            return []
+        self._check_store()
+        return search_chunks(self.reads, q, None, k=k, site_id=site_id, mode=mode, fusion=self.retrieval_fusion,
+                             planner=self.planner, **filters)
+
     # ----- the search -----
     def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,
                date_from: Any = None, date_to: Any = None, source: Any = None, site_id: Any = None,
                include_context: Any = True, max_chunks: Any = 3, user_id: str | None = None,
                use_cache: bool = True, typed: bool | None = None) -> SearchResponse:
         started = time.perf_counter()
+        prepared = query if isinstance(query, PreparedQuery) else None
+        query = prepared.text if prepared is not None else query
         # A surface that knows whether its user typed this query (not a page, filter or chart click) says so;
         # the popular-queries list counts only those.
         origin = {} if typed is None else {"typed": bool(typed)}
@@ -182,7 +204,7 @@ class SearchEngine:
                 check_indexed(self.reads, req.site_id)  # an empty store answers before the model loads (seconds)
             load = self._ready_model(req.mode)
             started += load  # the search's time is its own; the model's load is logged beside it
-            response, terms, plan, stages = self._run(req)
+            response, terms, plan, stages = self._run(req, prepared)
         except RagError as exc:
             self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)
             raise
@@ -219,24 +241,27 @@ class SearchEngine:
                    params=params, result_count=0, duration_ms=(time.perf_counter() - started) * 1000,
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
-    def _run(self, req: SearchRequest) -> tuple[SearchResponse, list[str], str, dict[str, float]]:
+    def _run(self, req: SearchRequest, prepared: PreparedQuery | None = None
+             ) -> tuple[SearchResponse, list[str], str, dict[str, float]]:
         self._check_store()
         clock = _StageClock()
-        emb = embed_query(self._embedder(), req.query) if req.mode != "fulltext" else None
+        q = prepared if prepared is not None and prepared.text == req.query else self.prepare(req.query)
+        emb = q.vector if req.mode != "fulltext" else None
         clock.mark("embed")
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
-            core = search_documents(self.reads, req.query, emb, core_req, self.fusion)
+            core = search_documents(self.reads, q, emb, core_req, self.fusion, planner=self.planner)
             documents = core.documents
         else:
             depth = max(RERANK_DEPTH, req.page * req.limit)
-            core = search_documents(self.reads, req.query, emb, core_req, self.fusion, page_size=depth, offset=0)
+            core = search_documents(self.reads, q, emb, core_req, self.fusion, page_size=depth, offset=0,
+                                    planner=self.planner)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
         # Highlights are marked in Python from the lexemes the statement returned; suggestions come from the
         # recent queries held in memory and, for the top hits' words, a lookup that remembers its answers.
-        marks = self._highlights(req, core, documents)
+        marks = self._highlights(q, core, documents)
         clock.mark("highlights")
         suggestions = suggest(self.recent_queries, self.hit_words, req.query, req.site_id, core.terms, core.lexemes,
                               [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
@@ -267,11 +292,11 @@ class SearchEngine:
         ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
         return [d for d, _ in ordered]
 
-    def _highlights(self, req: SearchRequest, core: CoreResult, documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
+    def _highlights(self, query: PreparedQuery, core: CoreResult, documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
         """Each document's fragments from its two best chunks: matched ones first, three at most."""
         items = [(doc.document_id, chunk.language, chunk.text) for doc in documents for chunk in doc.chunks[:2]]
         found: dict[int, list[Highlight]] = {}
-        for (doc_id, _, _), frags in zip(items, highlight_texts(req.query, core.lexemes,
+        for (doc_id, _, _), frags in zip(items, highlight_texts(query, core.lexemes,
                                                                 [(lang, text) for _, lang, text in items])):
             found.setdefault(doc_id, []).extend(frags)
         out: dict[int, list[Highlight]] = {}

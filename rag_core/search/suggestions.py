@@ -234,8 +234,8 @@ def from_top_hits(words_cache: HitWords, query: str, query_lexemes: Collection[s
     """
     if limit <= 0 or len(hits) < 2:
         return []
-    # Counted by Counter over whole lists (C loops): a Python loop over the top hits' words (about 500) cost
-    # a third of a millisecond per search.
+    # Counted by Counter over whole lists (C loops): a Python loop over the top hits' words was slower
+    # (eval/bench_service.py, the suggestions stage).
     keys_of_hit, spelled = [], Counter()
     for lang, text in hits:
         cfg = FTS_CONFIG.get(lang or "other", "simple")

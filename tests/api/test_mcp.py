@@ -120,7 +120,7 @@ def direct_sources(wb, question: str, site_id: str) -> list[tuple[str, float]]:
         direct = wb.chat(question, session_id=other, site_id=site_id)
     finally:
         wb.chat_reset(other)
-    return [(s.path, round(s.similarity, 4)) for s in direct.sources]
+    return [(s.source, round(s.similarity, 4)) for s in direct.sources]
 
 
 def ranking(response: dict[str, Any]) -> list[tuple]:

@@ -418,7 +418,7 @@ def ask(wb: Any, site_id: str, conversations: Sequence[Sequence[Turn]] = CONVERS
         wb.chat_reset(session)
         for p, turn in enumerate(conversation):
             result = wb.chat(turn.message, session_id=session, site_id=site_id)
-            sources = [s.path for s in result.sources]
+            sources = [s.source for s in result.sources]
             statement = labels(turn.language)["no_context"]
             refused = not result.sources and result.answer.strip() == statement
             any_refusal = not result.sources and any(result.answer.strip() == labels(x)["no_context"]
@@ -430,7 +430,7 @@ def ask(wb: Any, site_id: str, conversations: Sequence[Sequence[Turn]] = CONVERS
                 rec.contains = any(norm(x) in answer for x in turn.contains)
                 cited = [int(n) for n in re.findall(r"\[(\d+)\]", result.answer)]
                 first_cited = next((s for s in result.sources if s.n == cited[0]), None) if cited else None
-                rec.first = bool(first_cited and first_cited.path.endswith(turn.source))
+                rec.first = bool(first_cited and first_cited.source.endswith(turn.source))
                 if turn.page is not None:
                     rec.page_ok = bool(first_cited and first_cited.page == turn.page)
                 rec.quoted_heading = [u for u in quoted_units(result.answer) if u in bad_lines]

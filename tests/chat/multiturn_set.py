@@ -290,9 +290,9 @@ def ask_conversations(wb, site_id: str, *, k: int = 5, top: int = 3) -> list[dic
                 started = time.perf_counter()
                 turn = wb.chat(message, session_id=session, k=k, site_id=site_id)
                 seconds = time.perf_counter() - started
-                paths = [s.path for s in turn.sources[:top]]
+                paths = [s.source for s in turn.sources[:top]]
                 first_cited = re.search(r"\[(\d+)\]", turn.answer)
-                cited = [s.path for s in turn.sources if first_cited and s.n == int(first_cited.group(1))]
+                cited = [s.source for s in turn.sources if first_cited and s.n == int(first_cited.group(1))]
                 records.append({"conversation": c, "turn": t, "language": language_of(expected),
                                 "switch": t > 0 and conversation[t - 1][1] != expected,
                                 "message": message, "expected": expected, "hit": expected in paths,

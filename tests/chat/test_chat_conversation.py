@@ -102,7 +102,7 @@ def test_a_new_topic_in_a_conversation_is_answered_from_its_own_document(wb, hel
     wb.chat("How do I connect to my own PostgreSQL server?", session_id=session_id, site_id=help_site)
     turn = wb.chat("What file types can I ingest?", session_id=session_id, site_id=help_site)
     assert turn.retrieval_query == "What file types can I ingest?"
-    assert turn.sources[0].path == "docs/ingest.md"
+    assert turn.sources[0].source == "docs/ingest.md"
     assert "PDF, DOCX, Markdown" in turn.answer
     assert "|" not in turn.answer and "PostgreSQL" not in turn.answer
 
@@ -110,7 +110,7 @@ def test_a_new_topic_in_a_conversation_is_answered_from_its_own_document(wb, hel
 def test_a_follow_up_quotes_the_code_block_its_lead_in_introduces(wb, help_site, session_id) -> None:
     wb.chat("How do I delete a document?", session_id=session_id, site_id=help_site)
     turn = wb.chat("And how do I do that from the command line?", session_id=session_id, site_id=help_site)
-    assert turn.sources[0].path == "docs/delete.md"
+    assert turn.sources[0].source == "docs/delete.md"
     assert "From the command line: [1]\n```\n.venv/bin/rag delete docs/old.md\n```" in turn.answer
     for line in turn.answer.splitlines():
         assert not line.rstrip().endswith((":", ": [1]")) or "From the command line" in line, line

@@ -77,7 +77,7 @@ def test_a_follow_up_on_the_sample_corpus_quotes_the_command_of_its_topic(wb, sa
     turn = chat.chat(follow_up, session_id=session_id, site_id=site)
     assert turn.flags["condensed"] and turn.retrieval_query != follow_up
     assert DELETE in turn.answer and "rag ingest" not in turn.answer, turn.answer
-    assert any(DELETE in s.text for s in _cited(turn)), (turn.answer, [s.path for s in turn.sources])
+    assert any(DELETE in s.text for s in _cited(turn)), (turn.answer, [s.source for s in turn.sources])
     for line in turn.answer.splitlines():  # whole units: no lead-in without what it introduces
         assert not re.search(r":\s*(\[\d+\])?$", line.strip()), line
     assert turn.answer.count("`") % 2 == 0
@@ -86,7 +86,7 @@ def test_a_follow_up_on_the_sample_corpus_quotes_the_command_of_its_topic(wb, sa
 def test_the_english_follow_up_cites_the_delete_section_first(wb, sample_site, session_id) -> None:
     wb.chat("How do I delete a document?", session_id=session_id, site_id=sample_site)
     turn = wb.chat("And how do I do that from the command line?", session_id=session_id, site_id=sample_site)
-    assert DELETE in turn.sources[0].text and turn.sources[0].path.endswith(("ingestion.md", "README.md"))
+    assert DELETE in turn.sources[0].text and turn.sources[0].source.endswith(("ingestion.md", "README.md"))
     assert _cited(turn)[0].n == 1
 
 
@@ -124,7 +124,7 @@ def test_a_japanese_question_keeps_a_source_that_holds_its_words(wb, japanese_si
     assert "です" not in content_terms("ソメイヨシノを広めたのは誰ですか？").split()
     assert content_terms("How do I delete a document?") == "How do I delete a document?"
     turn = wb.chat("ソメイヨシノを広めたのは誰ですか？", session_id=session_id, site_id=japanese_site)
-    assert turn.sources and turn.sources[0].path == "ja/sakura.txt"
+    assert turn.sources and turn.sources[0].source == "ja/sakura.txt"
     assert "植木職人" in turn.answer
 
 

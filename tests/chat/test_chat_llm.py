@@ -24,7 +24,7 @@ def test_answer_prompt_carries_context_and_streaming_matches(llm_wb, llm_server,
     assert "--- Reference 1 ---\nSource: docs/search.md\n" in system["content"]
     assert body["messages"][-1] == {"role": "user", "content": question}
     assert plain.answer == f"Answer to: {question} [1]. It uses several words so streaming has pieces."
-    assert plain.sources[0].path == "docs/search.md"
+    assert plain.sources[0].source == "docs/search.md"
 
     pieces: list[str] = []
     streamed = llm_wb.chat(question, session_id=session_id + "-stream", site_id=docs_site, on_token=pieces.append)
@@ -43,7 +43,7 @@ def test_follow_up_is_condensed_with_the_history(llm_wb, llm_server, docs_site, 
     assert condense["messages"][0]["content"] == CONDENSE_SYSTEM
     assert "User: What is hybrid search?" in condense["messages"][1]["content"]
     assert second.retrieval_query == "What is hybrid search? And where is it implemented?"
-    assert second.sources[0].path == "docs/search.md"
+    assert second.sources[0].source == "docs/search.md"
     assert [m["role"] for m in answer["messages"]] == ["system", "user", "assistant", "user"]
     assert answer["messages"][2]["content"] == first.answer
 

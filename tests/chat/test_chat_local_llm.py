@@ -38,7 +38,7 @@ def test_the_local_model_streams_an_answer_whose_every_sentence_cites_the_passag
     passages = {s.n: s.text for s in turn.sources}
     checked = check_answer(turn.answer, passages)
     assert checked and all(c.supported for c in checked), checked
-    cited = {s.path for s in turn.sources if any(s.n in c.cited for c in checked)}
+    cited = {s.source for s in turn.sources if any(s.n in c.cited for c in checked)}
     assert cited == {"docs/retention.md"}
 
 

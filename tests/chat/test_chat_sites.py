@@ -32,10 +32,10 @@ def two_sites(wb):
 def test_a_passage_in_two_sites_is_one_source_naming_both(wb, two_sites, session_id) -> None:
     turn = wb.chat("How is the quillfeather kiln calibrated?", session_id=session_id)
 
-    passages = [(s.path, s.text) for s in turn.sources]
+    passages = [(s.source, s.text) for s in turn.sources]
     assert len(passages) == len(set(passages)), turn.rendered
     assert [s.n for s in turn.sources] == list(range(1, len(turn.sources) + 1))
-    kiln = [s for s in turn.sources if s.path == "shared/quillfeather-kiln.md"]
+    kiln = [s for s in turn.sources if s.source == "shared/quillfeather-kiln.md"]
     assert len(kiln) == 1 and sorted(kiln[0].sites) == sorted(two_sites)
     assert kiln[0].to_citation()["sites"] == kiln[0].sites
     assert f"shared/quillfeather-kiln.md (sites: {', '.join(kiln[0].sites)})" in turn.rendered

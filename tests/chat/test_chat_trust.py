@@ -47,7 +47,7 @@ def test_an_answer_quotes_the_sentence_not_the_heading_title_or_question(wb, com
     turn, = ask(wb, company_site, question)
     headings = cs.headings_and_questions()
     assert fact in turn.answer
-    assert turn.sources[0].path.endswith(source)
+    assert turn.sources[0].source.endswith(source)
     assert not [u for u in quoted(turn.answer) if u in headings], turn.answer
     assert "=====" not in turn.answer and not turn.answer.startswith(turn.sources[0].title)
     assert "Q:" not in turn.answer and "A:" not in turn.answer
@@ -58,7 +58,7 @@ def test_a_spreadsheet_answer_quotes_the_matching_row_with_its_columns(wb, compa
     turn, = ask(wb, company_site, "大阪支社の電話番号は？")
     assert "電話番号: 06-6345-7781" in turn.answer and "支社: 大阪支社" in turn.answer
     assert "03-5211-4400" not in turn.answer and "092-711-2090" not in turn.answer  # not the whole sheet
-    assert turn.sources[0].path.endswith(cs.OFF)
+    assert turn.sources[0].source.endswith(cs.OFF)
 
 
 @pytest.mark.parametrize("first, off_topic", [
@@ -95,7 +95,7 @@ def test_a_question_finds_and_quotes_a_passage_in_another_language(wb, company_s
                                                                    source) -> None:
     turn, = ask(wb, company_site, question)
     assert fact in turn.answer, turn.answer   # the quote stays in its own language
-    assert turn.sources[0].path.endswith(source)
+    assert turn.sources[0].source.endswith(source)
 
 
 def first_cited(turn):
@@ -108,10 +108,10 @@ def test_a_sentence_goes_on_from_the_one_before_and_a_count_is_answered_with_a_n
     # "Bring your passport ..." names neither "first" nor "day": the sentence before it does.
     bring, = ask(wb, company_site, "What should I bring on my first day?")
     assert "passport" in bring.answer, bring.answer
-    assert first_cited(bring).path.endswith(cs.PDF) and first_cited(bring).page == 1
+    assert first_cited(bring).source.endswith(cs.PDF) and first_cited(bring).page == 1
     # The English policy's pointer to the Japanese rules names no number; the Japanese rule does.
     days, = ask(wb, company_site, "How many days of summer leave do employees of the Japan offices get?")
-    assert "連続5日間" in days.answer and first_cited(days).path.endswith(cs.LVJ), days.answer
+    assert "連続5日間" in days.answer and first_cited(days).source.endswith(cs.LVJ), days.answer
 
 
 def test_fixed_statements_follow_the_users_language(wb, company_site) -> None:

@@ -24,7 +24,7 @@ def test_answer_lists_sources_and_stores_citations(wb, docs_site, session_id) ->
     question = "Where is hybrid search implemented?"
     turn = wb.chat(question, session_id=session_id, site_id=docs_site)
 
-    assert turn.sources[0].path == "docs/search.md"
+    assert turn.sources[0].source == "docs/search.md"
     assert "hybrid.py" in turn.answer and "[1]" in turn.answer
     assert turn.flags["stored"] and turn.flags["new_session"] and not turn.flags["retrieval_failed"]
     lines = turn.rendered.splitlines()
@@ -61,7 +61,7 @@ def test_second_question_uses_the_first(wb, docs_site, session_id) -> None:
 
     assert follow_up.flags["condensed"]
     assert "hybrid search" in follow_up.retrieval_query.lower()
-    assert follow_up.sources[0].path == "docs/search.md"
+    assert follow_up.sources[0].source == "docs/search.md"
     assert "hybrid.py" in follow_up.answer
     assert [m["role"] for m in follow_up.context["history"]] == ["user", "assistant"]
     assert len(wb.chat_history(session_id)) == 4
@@ -93,7 +93,7 @@ def test_a_passage_holding_the_question_words_is_a_source_below_the_floor(wb, do
     assert all(v < 0.5 for s, v in by_source.items() if s != "docs/search.md")
 
     turn = lexical.chat(question, session_id=session_id, site_id=docs_site)
-    assert [s.path for s in turn.sources] == ["docs/search.md"]
+    assert [s.source for s in turn.sources] == ["docs/search.md"]
     unrelated = lexical.chat("What is the capital of France?", session_id=f"{session_id}-new", site_id=docs_site)
     wb.chat_reset(f"{session_id}-new")
     assert unrelated.sources == [] and unrelated.flags["no_sources"]

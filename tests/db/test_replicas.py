@@ -95,7 +95,7 @@ def test_reads_go_to_the_replica_and_writes_to_the_primary(cluster, rwb, site) -
     assert {d["source"] for d in rwb.documents(site_id=site)} == {d["source"] for d in DOCS}
     assert rwb.as_retriever(k=2, site_id=site).retrieve("fire pumps at full pressure")  # LlamaIndex's retriever
     chat = rwb.chat("When are roof drains cleared?", site_id=site)
-    assert "roof.md" in [s.path for s in chat.sources]
+    assert "roof.md" in [s.source for s in chat.sources]
     assert [s["site_id"] for s in rwb.list_sessions(site_id=site)] == [site]
 
     assert chunk_reads(replica) > 0

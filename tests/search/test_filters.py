@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 from filebuilders import ingest_dated_files
 
 from rag_core.search import hybrid
+from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings, plan_search
+from rag_core.search.service import SearchEngine
 
 FILES = [  # name, date, text
     ("a/fire_jan.md", "2024-01-15", "Fire alarm inspection report for the north wing."),
@@ -83,7 +86,7 @@ def test_no_match_after_filters_is_an_empty_page_not_an_error(wb, files_site) ->
     assert response["success"] and response["total_results"] == 0 and response["results"] == []
 
 
-def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_selective_filter_on_hnsw_still_returns_rows(wb, site) -> None:
     """A crowd of near-identical vectors in another site fills the first HNSW candidates; pgvector's
     iterative scan keeps going until the filtered rows are found."""
     wb.ingest_texts([{"source": "target.md", "text": "Sprinkler heads must be tested every five years.",
@@ -104,15 +107,15 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
                 " VALUES (%s, %s, %s, 'crowd', 0, 5, 'en', to_tsvector('english', 'crowd'), %s)",
                 [(doc_id, crowd_site, i, v) for i, v in enumerate(crowd)])
     try:
-        monkeypatch.setattr(hybrid, "EXACT_SCAN_MAX", 0)  # the plan a large store gets
+        large = PlannerSettings(exact_scan_max=0)  # the plan a large store gets
         fusion = hybrid.Fusion(candidates=20)
-        scope = hybrid._Scope(site)
+        scope = hybrid.Scope(site)
         sql = hybrid.build_statement("semantic", fusion, scope, "index", "chunks")
-        params = hybrid._params(scope, fusion, ["english"], [query], q) | {"k": 5}
+        params = hybrid.statement_params(scope, fusion, ["english"], [query], q) | {"k": 5}
 
         def run(iterative: bool) -> tuple[list[str], str]:
             with wb.db.connection() as conn:
-                assert hybrid._prepare(conn, scope, "semantic", fusion)[2] == "hnsw"
+                assert plan_search(conn, scope, "semantic", fusion, large).dense == "hnsw"
                 conn.execute("SET LOCAL hnsw.ef_search = 20")
                 if not iterative:
                     conn.execute("SET LOCAL hnsw.iterative_scan = off")
@@ -131,9 +134,12 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
         assert missed == []  # without the iterative scan the crowd fills every candidate slot
 
         # Through the engine with the HNSW plan: the selective site filter still finds it.
-        response = wb.search_engine.search(query, mode="semantic", site_id=site, use_cache=False)
+        engine = SearchEngine(wb.db, wb.settings, lambda: wb.embedder, lambda: None,
+                              fusion=wb.search_engine.fusion, planner=large)
+        response = engine.search(query, mode="semantic", site_id=site, use_cache=False)
         assert [r["file_path"] for r in response["results"]] == ["target.md"]
         wb.flush_search_log()
+        engine.cache.clear()
         with wb.db.connection() as conn:
             logged = conn.execute("SELECT params->>'plan' FROM query_log WHERE site_id = %s ORDER BY id DESC LIMIT 1",
                                   (site,)).fetchone()[0]
@@ -145,7 +151,7 @@ def test_selective_filter_on_hnsw_still_returns_rows(wb, site, monkeypatch: pyte
 
 @pytest.mark.parametrize(("row_check_share", "row_check_max"), [(1.0, 10**9), (0.0, 10**9), (1.0, 100)],
                          ids=["hashed-set", "row-lookup", "set-over-its-cap"])
-def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch: pytest.MonkeyPatch,
+def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site,
                                                           row_check_share: float, row_check_max: int) -> None:
     """A filter far from the query (its documents in another cluster than the query's nearest
     neighbours): the HNSW walk with either form of the per-row check returns the exact top within
@@ -167,18 +173,16 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
                     (doc_id, site, (v / np.linalg.norm(v)).astype(np.float32)))
     query = near + rng.normal(0, 0.1, dim)
     query = (query / np.linalg.norm(query)).astype(np.float32)
-    monkeypatch.setattr(hybrid, "ROW_CHECK_SHARE", row_check_share)
     # A set larger than the cap (120 far documents here) is not hashed: each row's document is looked up.
-    monkeypatch.setattr(hybrid, "ROW_CHECK_MAX", row_check_max)
+    checks = PlannerSettings(row_check_share=row_check_share, row_check_max=row_check_max)
     hashed = bool(row_check_share) and row_check_max >= 120
-    scope = hybrid._Scope(site, source="far/")
+    scope = hybrid.Scope(site, source="far/")
     fusion = hybrid.Fusion(candidates=20)
-    params = hybrid._params(scope, fusion, ["english"], ["x"], query) | {"k": 10}
+    params = hybrid.statement_params(scope, fusion, ["english"], ["x"], query) | {"k": 10}
 
     def top(limit: int) -> tuple[list[str], str]:
-        monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: limit)
         with wb.db.connection() as conn:
-            _, _, plan, order = hybrid._prepare(conn, scope, "semantic", fusion)
+            _, _, plan, order = plan_search(conn, scope, "semantic", fusion, replace(checks, exact_scan_chunks=limit))
             if plan == "hnsw":
                 # Make the planner walk the HNSW index as it does on a large store.
                 conn.execute("SET LOCAL enable_sort = off")
@@ -199,25 +203,23 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site, monkeypatch:
 
 
 @pytest.mark.parametrize("mode", ["fulltext", "hybrid"])
-def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, files_site, mode: str,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, files_site, mode: str) -> None:
     """Past the narrow bound the postings walk checks each posting's document instead of joining the set
     of every filtered document (which at 1M chunks overflowed work_mem and was rebuilt for every list):
     the same documents either way, and the statement then builds no such set at all."""
     site, _ = files_site
-    monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: 0)  # the HNSW plan of a large store
-    scope = hybrid._Scope(site, types=("md", "txt"))
+    large = PlannerSettings(exact_scan_chunks=0)  # the HNSW plan of a large store
+    scope = hybrid.Scope(site, types=("md", "txt"))
     fusion = hybrid.Fusion()
     query = "fire alarm wing"
     emb = np.asarray(wb.embedder.get_query_embedding(query), dtype=np.float32) if mode == "hybrid" else None
 
     def run(row_check_share: float) -> tuple[list[str], str, str]:
-        monkeypatch.setattr(hybrid, "ROW_CHECK_SHARE", row_check_share)
         with wb.db.connection() as conn:
-            _, languages, _, order = hybrid._prepare(conn, scope, mode, fusion)
+            _, languages, _, order = plan_search(conn, scope, mode, fusion, replace(large, row_check_share=row_check_share))
             configs, texts = hybrid.query_configs(query, languages)
             sql = hybrid.build_statement(mode, fusion, scope, order, "chunks")
-            params = hybrid._params(scope, fusion, configs, texts, emb) | {"k": 10}
+            params = hybrid.statement_params(scope, fusion, configs, texts, emb) | {"k": 10}
             explained = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params, prepare=False))
             rows = conn.execute(sql, params, prepare=False).fetchall()
         return sorted(Path(r[3]).name for r in rows), order, explained
@@ -231,22 +233,22 @@ def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, fil
                                                                             "fire_feb2.md", "budget_mar.txt"}
 
 
-def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site) -> None:
     """A scope of many documents is sampled before its filter is counted: a sample that shows a filter
     clearly broad or clearly narrow decides alone, one near the narrow bound is counted exactly (an empty
     filter stays empty)."""
     site, _ = files_site
     with wb.db.connection() as conn:
         conn.execute("ANALYZE documents")  # the sample's size comes from the table's row estimate
-    monkeypatch.setattr(hybrid, "COUNT_MAX_DOCS", 0)      # every scope is "large"
-    monkeypatch.setattr(hybrid, "SAMPLE_DOCS", 10**6)     # ...and sampled whole, so the estimate is exact
-    monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: 0)
-    monkeypatch.setattr(hybrid, "EXACT_SCAN_MAX", 0)  # a count stops at the narrow bound plus one document
+    sampled = PlannerSettings(count_max_docs=0,     # every scope is "large"
+                              sample_docs=10**6,    # ...and sampled whole, so the estimate is exact
+                              exact_scan_chunks=0,
+                              exact_scan_max=0)     # a count stops at the narrow bound plus one document
     fusion = hybrid.Fusion()
 
     counted: list[bool] = []
 
-    class Recorder:  # notes whether _prepare ran the count (its statement stops at a LIMIT)
+    class Recorder:  # notes whether the planner ran the count (its statement stops at a LIMIT)
         def __init__(self, conn) -> None:
             self.conn = conn
 
@@ -254,21 +256,21 @@ def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site, monkey
             counted.append("LIMIT greatest" in sql)
             return self.conn.execute(sql, params)
 
-    def prepared(scope: hybrid._Scope, row_check_max: int) -> tuple[int, str]:
-        monkeypatch.setattr(hybrid, "ROW_CHECK_MAX", row_check_max)
+    def prepared(scope: hybrid.Scope, row_check_max: int) -> tuple[int, str]:
         counted.clear()
         with wb.db.connection() as conn:
-            target, _, _, order = hybrid._prepare(Recorder(conn), scope, "hybrid", fusion)
+            target, _, _, order = plan_search(Recorder(conn), scope, "hybrid", fusion,
+                                              replace(sampled, row_check_max=row_check_max))
         return target, order
 
-    broad = hybrid._Scope(site, types=("md", "txt", "csv"))  # 5 of the 6 one-chunk documents
+    broad = hybrid.Scope(site, types=("md", "txt", "csv"))  # 5 of the 6 one-chunk documents
     # The sample decides (a count would have stopped at 2 documents): broad, each row looked up.
     assert prepared(broad, 1) == (5, "index") and not any(counted)
     # Near the narrow bound (half the scope, 3 documents) by the sample: counted up to the bound plus one.
     assert prepared(broad, 10**6) == (4, "index") and any(counted)
     # Well under the bound by the sample: narrow without a count, the filtered set is hashed.
-    assert prepared(hybrid._Scope(site, types=("csv",)), 10**6) == (1, "index_set") and not any(counted)
-    assert prepared(hybrid._Scope(site, date_from=dt.date(2030, 1, 1)), 1)[0] == 0
+    assert prepared(hybrid.Scope(site, types=("csv",)), 10**6) == (1, "index_set") and not any(counted)
+    assert prepared(hybrid.Scope(site, date_from=dt.date(2030, 1, 1)), 1)[0] == 0
 
 
 def test_filters_have_indexes_for_large_stores(wb, files_site) -> None:
@@ -291,20 +293,18 @@ def test_filters_have_indexes_for_large_stores(wb, files_site) -> None:
     assert covering is not None and "(id) INCLUDE (file_type, doc_date, source)" in covering[0]
 
 
-def test_hnsw_searches_wider_in_a_larger_index(wb, files_site, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hnsw_searches_wider_in_a_larger_index(wb, files_site) -> None:
     """ef_search grows with the chunks indexed (at 1M chunks ef_search 100 found 0.89 of the exact top 10,
     400 found 0.98), up to four times the candidates."""
     site, _ = files_site
-    monkeypatch.setattr(hybrid, "exact_scan_limit", lambda indexed: 0)  # the HNSW plan of a large store
     fusion = hybrid.Fusion(candidates=100)
 
     def ef(scale_chunks: int) -> int:
-        monkeypatch.setattr(hybrid, "EF_SCALE_CHUNKS", scale_chunks)
+        planner = PlannerSettings(exact_scan_chunks=0, ef_scale_chunks=scale_chunks)  # the HNSW plan of a large store
         with wb.db.connection() as conn:
-            assert hybrid._prepare(conn, hybrid._Scope(site), "semantic", fusion)[2] == "hnsw"
+            assert plan_search(conn, hybrid.Scope(site), "semantic", fusion, planner).dense == "hnsw"
             return int(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
 
     assert ef(10**9) == 100   # a small index: as many as the candidates
     assert ef(1) == 400       # far larger than the scale: four times
-    monkeypatch.setattr(hybrid, "EF_SCALE_CHUNKS", 250_000)
-    assert hybrid.hnsw_ef_search(100, 500_000) == 200 and hybrid.hnsw_ef_search(10, 10) == 40
+    assert DEFAULT_PLANNER.hnsw_ef_search(100, 500_000) == 200 and DEFAULT_PLANNER.hnsw_ef_search(10, 10) == 40

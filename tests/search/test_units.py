@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from rag_core.search.highlight import FRAGMENT_WINDOW, Highlight, cjk_highlights, highlight_texts
-from rag_core.search.hybrid import _like_prefix, query_configs
+from rag_core.search.hybrid import query_configs
 from rag_core.render.search import render_markdown, render_text
 from rag_core.search.service import human_size, iso_utc
+from rag_core.search.sql import like_prefix
 
 
 def terms(fragment: Highlight) -> list[str]:
@@ -51,8 +52,8 @@ def test_sizes_dates_and_like_patterns() -> None:
     import datetime as dt
 
     assert iso_utc(dt.datetime(2024, 3, 15, 13, 30, tzinfo=dt.timezone(dt.timedelta(hours=3)))) == "2024-03-15T10:30:00Z"
-    assert _like_prefix("/docs/50%_off") == "/docs/50\\%\\_off%"
-    assert _like_prefix("standards") == "%standards%"
+    assert like_prefix("/docs/50%_off") == "/docs/50\\%\\_off%"
+    assert like_prefix("standards") == "%standards%"
 
 
 def test_query_configs_cover_the_query_and_the_stored_languages() -> None:
@@ -80,12 +81,14 @@ def test_renderers_mark_terms() -> None:
 
 
 def test_exact_scan_limit_follows_the_measured_crossover() -> None:
-    from rag_core.search.hybrid import EXACT_SCAN_MAX, exact_scan_limit
+    from rag_core.search.planner import DEFAULT_PLANNER
+
+    exact_scan_limit = DEFAULT_PLANNER.exact_scan_limit
 
     # With vectors in their rows, exact scans win up to about 10,000 filtered chunks at 100K (10%: exact
     # 57-65 ms against HNSW 58-81 ms; 5%: 37 against 112-125 ms; 20%: 77-99 against 50-66 ms).
     assert 8_000 <= exact_scan_limit(100_864) <= 11_000
-    assert exact_scan_limit(10**9) == EXACT_SCAN_MAX
+    assert exact_scan_limit(10**9) == DEFAULT_PLANNER.exact_scan_max
     assert exact_scan_limit(0) < exact_scan_limit(10_000) < exact_scan_limit(1_000_000)
 
 
@@ -98,9 +101,10 @@ def test_every_search_statement_fits_psycopg_parse_cache() -> None:
     from psycopg import _queries
 
     import rag_core.db.database  # noqa: F401 - raises the bound on import
-    from rag_core.search.hybrid import FUSION_BY_EMBEDDER, Fusion, _Scope, build_statement
+    from rag_core.search.hybrid import FUSION_BY_EMBEDDER, Fusion, build_statement
+    from rag_core.search.sql import Scope
 
-    scopes = [_Scope("s"), _Scope(None), _Scope("s", ("pdf",), dt.date(2020, 1, 1), dt.date(2021, 1, 1), "/a")]
+    scopes = [Scope("s"), Scope(None), Scope("s", ("pdf",), dt.date(2020, 1, 1), dt.date(2021, 1, 1), "/a")]
     fusions = [Fusion(), Fusion(method="convex"), *FUSION_BY_EMBEDDER.values()]
     longest = max(len(build_statement(mode, fusion, scope, order, output).encode())
                   for mode, fusion, scope, order, output in itertools.product(

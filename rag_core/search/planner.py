@@ -1,0 +1,140 @@
+"""The planner of a search statement: how the dense candidates are found (exact scan or HNSW) and how a
+filter is checked, chosen from the sizes of the scope and of the filtered set (docs/search-method.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from rag_core.search.fusion import Fusion
+from rag_core.search.sql import Scope, scope_params, scope_sql
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    """The planner's cost model and bounds; tests and benchmarks pass their own, never patch module globals."""
+
+    # A filtered set is ranked exactly while exact_ms_per_chunk * t < hnsw_ms_per_share * N / t
+    # (t filtered chunks of N indexed), never past exact_scan_max (bench_search.py's filtered dense crossover).
+    exact_scan_max: int = 20_000
+    exact_ms_per_chunk: float = 0.006
+    hnsw_ms_per_share: float = 5.7
+    # A fixed exact-scan limit in chunks instead of the cost model: benchmarks and tests force a plan with it.
+    exact_scan_chunks: int | None = None
+    # A filter keeping at most this share of the scope is checked against a hashed set of its documents,
+    # a broader one by looking up each row's document (bench_search.py, source and type filters).
+    row_check_share: float = 0.5
+    # ...and only while that set is small enough for PostgreSQL to hash it within work_mem (bench_search.py at 1M).
+    row_check_max: int = 50_000
+    # A scope of more than count_max_docs documents tells a filter's breadth from a sample of sample_docs first.
+    count_max_docs: int = 50_000
+    sample_docs: int = 4000
+    # The sample alone decides a narrow filter when its estimate is at most this share of the narrow bound.
+    sample_narrow: float = 0.8
+    # hnsw.ef_search grows with the chunks indexed per ef_scale_chunks, up to 4x (bench_search.py's HNSW recall).
+    ef_scale_chunks: int = 250_000
+    # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
+    max_scan_tuples_cap: int = 200_000
+    max_scan_tuples_min: int = 20_000
+
+    def exact_scan_limit(self, indexed: int) -> int:
+        """The largest filtered set (in chunks) ranked by exact scan when `indexed` chunks have vectors."""
+        if self.exact_scan_chunks is not None:
+            return self.exact_scan_chunks
+        return min(self.exact_scan_max,
+                   int(math.sqrt(self.hnsw_ms_per_share / self.exact_ms_per_chunk * max(indexed, 0))))
+
+    def hnsw_ef_search(self, candidates: int, indexed: int) -> int:
+        """hnsw.ef_search for `candidates` dense candidates from an index of `indexed` chunks."""
+        return min(1000, int(max(40, candidates) * min(4.0, max(1.0, indexed / self.ef_scale_chunks))))
+
+    def narrow_bound(self, in_scope: int) -> float:
+        """The most filtered chunks checked against a hashed set of the filtered documents."""
+        return min(self.row_check_share * in_scope, self.row_check_max)
+
+
+DEFAULT_PLANNER = PlannerSettings()
+
+
+class Plan(NamedTuple):
+    """What the planner chose for one statement."""
+
+    target: int            # chunks in scope after filters, capped where it stops mattering
+    languages: list[str]   # languages stored in scope
+    dense: str             # "exact", "hnsw" or "none"
+    order: str             # the dense order for build_statement: "exact", "index_set" or "index" (a broad filter)
+
+
+def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
+                settings: PlannerSettings = DEFAULT_PLANNER) -> Plan:
+    """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
+
+    Every statement is planned for its own parameters: a generic plan cannot see the query's values and,
+    at 1M chunks, walked no index the way the custom plan does (bench_search.py at 1M).
+    """
+    frag = scope_sql(scope)
+    params = scope_params(scope)
+    row = conn.execute(
+        "SELECT set_config('jit', 'off', true),"
+        f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
+        " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
+        f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
+        "   GROUP BY s.language HAVING sum(s.n_chunks) > 0) x),"
+        " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
+        params,
+    ).fetchone()
+    in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
+    if in_scope <= 0:
+        return Plan(0, languages, "none", "exact")
+    target = filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1), settings) \
+        if scope.has_filters else in_scope
+    narrow = target <= settings.narrow_bound(in_scope)
+    dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
+    if mode in ("semantic", "hybrid") and target > 0:
+        n = fusion.candidates
+        if target <= settings.exact_scan_limit(everything):
+            dense, order = "exact", "exact"
+        else:
+            dense = "hnsw"
+            order = "index_set" if scope.has_filters and narrow else "index"
+            share = max(min(target, in_scope) / max(everything, 1), 1e-6)
+            max_scan = int(min(settings.max_scan_tuples_cap, max(settings.max_scan_tuples_min, 4 * n / share)))
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                " set_config('hnsw.max_scan_tuples', %s, true),"
+                # Above the crossover the index is the cheaper plan, but on a small store the planner's
+                # estimate still picks a sequential scan and a sort.
+                " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
+                (str(settings.hnsw_ef_search(n, everything)), str(max_scan)),
+            )
+    return Plan(target, languages, dense, order)
+
+
+def filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_scope: int, everything: int,
+                    documents: float, settings: PlannerSettings = DEFAULT_PLANNER) -> int:
+    """Chunks behind the filters, as precisely as the plan and the filter check need them.
+
+    A large scope is sampled first (TABLESAMPLE); when the sample shows a filter well past the exact scan's
+    size and clearly on one side of the narrow bound, its estimate decides. Otherwise the filtered documents
+    are counted, only up to what decides the plan and the check (every document has a chunk).
+    """
+    scope_docs = documents * in_scope / max(everything, 1) if documents > 0 else 0.0
+    if scope_docs > settings.count_max_docs:
+        pct = min(100.0, 100.0 * settings.sample_docs / scope_docs)
+        sampled, chunks, kept = conn.execute(
+            f"SELECT count(*), sum(d.chunk_count), coalesce(sum(d.chunk_count) FILTER (WHERE {frag['doc_filters']}), 0)"
+            f" FROM documents d TABLESAMPLE SYSTEM (%(pct)s) REPEATABLE (0) WHERE {frag['doc_site']}",
+            {**params, "pct": pct}).fetchone()
+        # Too few documents in the sample (the table's estimate stale or far off) leave it to the count.
+        enough = pct >= 100.0 or sampled >= settings.sample_docs // 4
+        estimate = int(in_scope * kept / chunks) if enough and chunks else 0
+        bound = settings.narrow_bound(in_scope)
+        if estimate > 2 * settings.exact_scan_limit(everything) and (
+                estimate > 2 * bound or estimate <= settings.sample_narrow * bound):
+            return estimate
+    return int(conn.execute(
+        f"SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d WHERE {frag['doc']}"
+        f" LIMIT greatest({int(settings.exact_scan_max)}, least({int(settings.row_check_max)},"
+        f" %(in_scope)s::bigint * {float(settings.row_check_share)})::bigint) + 1) x",
+        {**params, "in_scope": in_scope}).fetchone()[0])
