@@ -7,7 +7,6 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from rag_core.api.schemas import wire_turn
 from rag_core.render.transcript import format_when, render_transcript
 from rag_core.cli import common
 from rag_core.cli.common import app, console, group_with_default, out, print_json, run_safely
@@ -42,6 +41,8 @@ def ask(
     with common.workbench() as wb:
         turn = wb.chat(message, session_id=session, k=k, site_id=site, resource_name=resource)
     if as_json:
+        from rag_core.api.schemas import wire_turn  # pydantic and the database driver: not for `rag --help`
+
         print_json(wire_turn(turn.to_dict()))
     else:
         out.print(turn.rendered, markup=False)

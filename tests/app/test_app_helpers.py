@@ -40,7 +40,7 @@ def test_sample_corpus_is_the_readme_and_the_guides(wb, site) -> None:
     # The document-store spec: the project's docs answer help questions.
     turn = wb.chat("How do I delete a document?", site_id=site)
     assert "rag delete" in turn.answer
-    assert any(s.path.endswith("docs/ingestion.md") for s in turn.sources)
+    assert any(s.source.endswith("docs/ingestion.md") for s in turn.sources)
 
 
 def test_facet_selection_narrows_types_and_months_within_the_sidebar() -> None:
