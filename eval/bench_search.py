@@ -105,8 +105,39 @@ def vectors_from_main_store(settings: Any) -> dict[str, np.ndarray]:
         return {}
 
 
+def distinct_window_records(size: int, max_chars: int) -> tuple[list[dict], dict[str, Any]]:
+    """`size` distinct window documents of at most `max_chars` characters, and how they were made."""
+    from rag_core.evaluation.scale import window_records
+
+    started = time.perf_counter()
+    records, stats = window_records(size, max_chars)
+    stats["seconds"] = round(time.perf_counter() - started, 1)
+    console.print(f"{len(records)} distinct window documents of {stats['distinct windows available']} available "
+                  f"({stats['available per set']}); {stats['chosen crossing a document boundary']} cross a document "
+                  f"boundary")
+    return records, stats
+
+
+def logged_ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
+    """bulk_ingest with a plain progress line every 10,000 units (for a log file, where no bar is drawn)."""
+    started, last, first = time.perf_counter(), [0], [-1]
+
+    def report(n: int) -> None:
+        if first[0] < 0:
+            first[0] = n
+        if n - last[0] >= 10_000 or n >= size:
+            last[0] = n
+            rate = (n - first[0]) / max(time.perf_counter() - started, 1e-3)
+            print(f"{time.strftime('%H:%M:%S')} ingest {n}/{size} {unit} ({rate:.0f}/s since start of this run)",
+                  file=sys.stderr, flush=True)
+
+    return bulk_ingest(wb, records, size, unit=unit, progress=report)
+
+
 def ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
     """Ingest the records (repeats only past the distinct documents) until `size` units are stored."""
+    if not console.is_terminal:
+        return logged_ingest(wb, records, size, unit)
     with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task(unit, total=size)
         build = bulk_ingest(wb, records, size, unit=unit, progress=lambda n: bar.update(task, completed=n))
@@ -283,6 +314,9 @@ def main() -> None:
     parser.add_argument("--unit", choices=("documents", "chunks"), default="documents")
     parser.add_argument("--windows", action="store_true",
                         help="documents made of 1-3 sentence windows of the corpus documents (up to 114K distinct)")
+    parser.add_argument("--distinct-windows", type=int, default=0, metavar="CHARS",
+                        help="documents made of every window of consecutive sentences/clauses up to CHARS characters "
+                             "(one chunk each; 600 gives about 1.3M distinct)")
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
     parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
@@ -298,6 +332,9 @@ def main() -> None:
     if args.windows:
         records = sentence_windows(records, args.size)
         console.print(f"{len(records)} sentence-window documents from the shared sets")
+    window_stats = None
+    if args.distinct_windows:
+        records, window_stats = distinct_window_records(args.size, args.distinct_windows)
     by_set: dict[str, list[str]] = {}
     for q in queries:
         by_set.setdefault(q["set"], []).append(q["text"])
@@ -314,7 +351,9 @@ def main() -> None:
     db_name = args.db or f"rag_bench_search_{uuid.uuid4().hex[:8]}"
     url = with_database(server_url, db_name)
     create_database_if_missing(url)
-    cache_path = embedder_cache_file(CACHE, "bench_search_vectors", embedder_identity(settings))
+    # the million window vectors get a file of their own: the smaller runs need not load them
+    stem = "bench_search_distinct_window_vectors" if args.distinct_windows else "bench_search_vectors"
+    cache_path = embedder_cache_file(CACHE, stem, embedder_identity(settings))
     vectors = load_cache(cache_path)
     if len(vectors) < 1000:
         vectors.update(vectors_from_main_store(settings))
@@ -370,6 +409,7 @@ def main() -> None:
                           f"p95 {results['concurrent']['p95']} ms, errors {len(errors)}, wall {wall:.1f} s")
         report = {"documents": build["documents"], "chunks": build["chunks"],
                   "distinct documents available": distinct_docs, "build": build,
+                  **({"distinct windows": window_stats} if window_stats else {}),
                   "queries_per_measurement": len(sample), "machine": machine(),
                   "embedder": wb.embedder_name,  # a kept store built with another embedder is searched with that one
                   "results": results, "references": refs, "ratios": ratios, "fulltext_overlap": overlap,

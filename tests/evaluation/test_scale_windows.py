@@ -1,0 +1,52 @@
+"""Distinct sentence windows for the 1M-chunk benchmark: every window real text, none stored twice."""
+
+from __future__ import annotations
+
+from rag_core.evaluation.scale import distinct_windows, text_units
+
+DOCS = [
+    {"_id": "d1", "title": "Fire safety", "text": "Exits stay clear at all times. Doors open outward; locks need no key."},
+    {"_id": "d2", "title": "Ventilation", "text": "Fans run at night. Exits stay clear at all times."},
+    {"_id": "d3", "title": "Copy", "text": "EXITS stay  clear at all times."},
+]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def test_units_split_at_sentence_and_clause_ends() -> None:
+    assert text_units(DOCS[0]["text"]) == ["Exits stay clear at all times.", "Doors open outward;",
+                                           "locks need no key."]
+    assert text_units("東京は大きい。人が多い！本当？", japanese=True) == ["東京は大きい。", "人が多い！", "本当？"]
+
+
+def test_every_window_is_distinct_and_fits_one_chunk() -> None:
+    windows = list(distinct_windows(DOCS, "scifact", max_chars=80))
+    keys = [_norm(w["text"]) for w in windows]
+    assert len(keys) == len(set(keys)), "a text made twice would be a near-duplicate in the HNSW recall figure"
+    assert all(20 <= len(w["text"]) <= 80 for w in windows)
+    # the repeated sentence of d2 and the case/spacing variant in d3 are not made again
+    assert sum(k == "exits stay clear at all times." for k in keys) == 1
+    # windows of 1, 2 and 3 units from the first position, the widest within the limit
+    assert [w["text"] for w in windows[:3]] == [
+        "Exits stay clear at all times.", "Exits stay clear at all times. Doors open outward;",
+        "Exits stay clear at all times. Doors open outward; locks need no key."]
+    assert len({w["id"] for w in windows}) == len(windows)
+
+
+def test_windows_run_on_into_the_next_document_and_keep_their_first_title() -> None:
+    windows = list(distinct_windows(DOCS, "scifact", max_chars=200))
+    crossing = [w for w in windows if w["text"] == "locks need no key. Fans run at night."]
+    assert len(crossing) == 1 and crossing[0]["cross_document"] and crossing[0]["title"] == "Fire safety"
+    assert not windows[0]["cross_document"]
+
+
+def test_seen_texts_are_shared_across_sets_and_japanese_joins_without_spaces() -> None:
+    seen: set[str] = set()
+    first = list(distinct_windows(DOCS[:1], "scifact", max_chars=200, seen=seen))
+    again = list(distinct_windows(DOCS[:1], "ru_construction", max_chars=200, seen=seen))
+    assert first and not again
+    ja = list(distinct_windows([{"_id": "a1", "title": "東京", "text": "東京は日本の首都である。人口は約千四百万人である。"}],
+                               "jsquad", max_chars=200, min_chars=5))
+    assert "東京は日本の首都である。人口は約千四百万人である。" in [w["text"] for w in ja]
