@@ -335,6 +335,7 @@ def main() -> None:
     window_stats = None
     if args.distinct_windows:
         records, window_stats = distinct_window_records(args.size, args.distinct_windows)
+        args.size = min(args.size, len(records))   # never past the distinct windows: no repeated text
     by_set: dict[str, list[str]] = {}
     for q in queries:
         by_set.setdefault(q["set"], []).append(q["text"])

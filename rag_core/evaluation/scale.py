@@ -11,6 +11,7 @@ import random
 import re
 import statistics
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -92,16 +93,20 @@ def distinct_windows(documents: Sequence[dict], set_name: str, max_chars: int = 
                    "text": text, "cross_document": stream[start + width - 1][0] is not doc}
 
 
-def window_records(size: int, max_chars: int = 600, seed: int = 3) -> tuple[list[dict], dict[str, Any]]:
-    """`size` distinct window records drawn at random from every set's windows, and how many there were."""
+def window_records(size: int, max_chars: int = 600, seed: int = 3,
+                   root: str | Path | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """`size` distinct, storable window records drawn at random from every set's windows, and how many there were."""
+    from rag_core.security.text import text_problem
+
     pool: list[dict] = []
     seen: set[str] = set()
-    per_set: dict[str, int] = {}
     for name in SETS:
-        before = len(pool)
-        pool.extend(distinct_windows(load_beir(eval_set_dir(name)).corpus, name, max_chars, seen=seen))
-        per_set[name] = len(pool) - before
+        pool.extend(distinct_windows(load_beir(eval_set_dir(name, root)).corpus, name, max_chars, seen=seen))
     random.Random(seed).shuffle(pool)
+    # PostgreSQL cannot store a few texts (a NUL byte in a scanned page); dropped after the draw, so the draw
+    # and a half-built store's documents stay the same
+    pool = [r for r in pool if not text_problem(r["text"])]
+    per_set = {n: sum(1 for r in pool if r["set"] == n) for n in SETS}
     chosen = pool[:size]
     stats = {"method": f"every window of 1+ consecutive sentences/clauses up to {max_chars} characters over each "
                        "set's documents in corpus order, exact duplicates (case and spacing folded) dropped, "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rag_core.evaluation.scale import distinct_windows, text_units
+import json
+from pathlib import Path
+
+from rag_core.evaluation.scale import distinct_windows, text_units, window_records
 
 DOCS = [
     {"_id": "d1", "title": "Fire safety", "text": "Exits stay clear at all times. Doors open outward; locks need no key."},
@@ -50,3 +53,18 @@ def test_seen_texts_are_shared_across_sets_and_japanese_joins_without_spaces() -
     ja = list(distinct_windows([{"_id": "a1", "title": "東京", "text": "東京は日本の首都である。人口は約千四百万人である。"}],
                                "jsquad", max_chars=200, min_chars=5))
     assert "東京は日本の首都である。人口は約千四百万人である。" in [w["text"] for w in ja]
+
+
+def test_the_draw_is_storable_distinct_and_stops_at_what_exists(tmp_path: Path) -> None:
+    for name, text in (("ru_construction", "Стены из бетона.\x00 Плиты перекрытия из бетона."),
+                       ("scifact", DOCS[0]["text"]), ("jsquad", "東京は日本の首都である。人口は約千四百万人である。")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "corpus.jsonl").write_text(
+            json.dumps({"_id": "d1", "title": "t", "text": text}, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp_path / name / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "q"}) + "\n", encoding="utf-8")
+        (tmp_path / name / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
+    records, stats = window_records(1000, max_chars=200, root=tmp_path)
+    assert all("\x00" not in r["text"] for r in records), "PostgreSQL refuses a NUL: such a window would be lost"
+    assert len(records) == stats["distinct windows available"] < 1000
+    assert len({_norm(r["text"]) for r in records}) == len(records)
+    assert window_records(1000, max_chars=200, root=tmp_path)[0] == records  # a resumed build draws the same
