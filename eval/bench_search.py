@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -116,6 +117,12 @@ def distinct_window_records(size: int, max_chars: int) -> tuple[list[dict], dict
                   f"({stats['available per set']}); {stats['chosen crossing a document boundary']} cross a document "
                   f"boundary")
     return records, stats
+
+
+def distinct_chunk_texts(wb: Any) -> int:
+    """How many different chunk texts the bench site holds (the check that nothing was stored twice)."""
+    with wb.db.connection() as conn:
+        return int(conn.execute("SELECT count(DISTINCT md5(text)) FROM chunks WHERE site_id = %s", (SITE,)).fetchone()[0])
 
 
 def logged_ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
@@ -328,6 +335,7 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = load_settings()
+    load_1min = {"start": round(os.getloadavg()[0], 1)}   # the machine is shared: say how busy it was
     records, queries = build_records()
     if args.windows:
         records = sentence_windows(records, args.size)
@@ -369,6 +377,9 @@ def main() -> None:
                 save_cache(cache_path, vectors)
             console.print(f"store: {build['documents']} documents, {build['chunks']} chunks (load {build['load_s']} s, "
                           f"index {build['index_s']} s, {cached.misses} originals embedded)")
+            load_1min["after build"] = round(os.getloadavg()[0], 1)
+            if window_stats:
+                window_stats["distinct chunk texts stored"] = distinct_chunk_texts(wb)
             wb.search("warm up", site_id=SITE)
             qs = [q["text"] for q in queries]
             step = max(1, len(qs) // args.queries)
@@ -412,6 +423,8 @@ def main() -> None:
                   "distinct documents available": distinct_docs, "build": build,
                   **({"distinct windows": window_stats} if window_stats else {}),
                   "queries_per_measurement": len(sample), "machine": machine(),
+                  "command": " ".join(["eval/bench_search.py", *sys.argv[1:]]),
+                  "load_1min": {**load_1min, "end": round(os.getloadavg()[0], 1)},
                   "embedder": wb.embedder_name,  # a kept store built with another embedder is searched with that one
                   "results": results, "references": refs, "ratios": ratios, "fulltext_overlap": overlap,
                   "filtered_dense_crossover": crossover, "database": db_name if keep else None,

@@ -161,7 +161,7 @@ def bulk_ingest(wb: Workbench, records: Sequence[dict], target: int, unit: str =
     column = "count(*)" if unit == "chunks" else "count(DISTINCT document_id)"
     with wb.db.connection() as conn:
         have = conn.execute(f"SELECT {column} FROM chunks WHERE site_id = %s", (site,)).fetchone()[0]
-    reused = have >= target
+    reused, stored_before = have >= target, have
     started = time.perf_counter()
     if not reused:
         vector_index.drop(wb.db)   # rows load into a live HNSW index at ~256/s: build it once at the end
@@ -189,7 +189,7 @@ def bulk_ingest(wb: Workbench, records: Sequence[dict], target: int, unit: str =
     with wb.db.connection() as conn:
         chunks, docs = conn.execute("SELECT count(*), count(DISTINCT document_id) FROM chunks WHERE site_id = %s",
                                     (site,)).fetchone()
-    return {"chunks": chunks, "documents": docs, "load_s": round(load_s, 1),
+    return {"chunks": chunks, "documents": docs, "stored_before": stored_before, "load_s": round(load_s, 1),
             "index_s": round(time.perf_counter() - started, 1), "reused_store": reused}
 
 
