@@ -10,7 +10,9 @@ or read from the `eval:*` sites `rag eval` built in the main store. `--windows` 
 documents from the same text: each corpus document becomes windows of 1, 2 or 3 consecutive
 sentences (narrower windows when the wider ones are too few), each window a document of its own,
 duplicates dropped; up to 114K documents, every one embedded (new text has no cached vector), so
-100K of them take the embedder a while.
+100K of them take the embedder a while. `--distinct-windows 600` goes to 1M distinct chunks: every window
+of consecutive sentences and clauses up to 600 characters, read across document ends (about 1.12M; see
+docs/evaluation.md); such a build takes hours and resumes where it stopped when run again with its `--db`.
 
 In the same run, on the same chunks: bm25s top-100, a bare pgvector `ORDER BY embedding <=> q
 LIMIT 10` and ChromaDB (when installed), with the ratios of our p50 to theirs; the top-10 overlap
@@ -26,6 +28,8 @@ and writes them to eval/results/bench_search.json; nothing asserts a time.
     .venv/bin/python eval/bench_search.py --size 100000 --windows --keep
     .venv/bin/python eval/bench_search.py --size 100000 --unit chunks --keep
     .venv/bin/python eval/bench_search.py --overlap-only
+    .venv/bin/python eval/bench_search.py --size 1000000 --distinct-windows 600 --db rag_bench_search_1m_distinct \
+        --keep --no-crossover --output eval/results/bench_search_1m_distinct.json
 """
 
 from __future__ import annotations
