@@ -104,8 +104,8 @@ def plan_summary(plan: dict[str, Any], top: int = 6) -> dict[str, Any]:
         if name.startswith("CTE "):
             ctes[name[4:]] = round(ctes.get(name[4:], 0.0) + total(node) - scans_of_other_ctes(node), 2)
         if node["Node Type"] != "CTE Scan":  # its time is its CTE's, counted there
-            own = total(node) - sum(total(c) for c in children if c["Node Type"] != "CTE Scan"
-                                    and not c.get("Subplan Name", "").startswith("CTE "))
+            # a CTE's own plan hangs under the node that first needs it, but its time is inside the CTE Scan's
+            own = total(node) - sum(total(c) for c in children if not c.get("Subplan Name", "").startswith("CTE "))
             label = " ".join(x for x in (node["Node Type"], node.get("Index Name") or node.get("Relation Name") or "",
                                          f"[{name}]" if name else "") if x)
             nodes.append((own, f"{label} rows={node.get('Actual Rows')} loops={node.get('Actual Loops')}"))
