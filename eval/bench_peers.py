@@ -28,7 +28,7 @@ from rag_core import open_workbench
 from rag_core.bench.peers import compare_peers, vector_cache_name, with_ratios
 from rag_core.evaluation.runner import machine
 from rag_core.evaluation.sampling import DEFAULT_DISTRACTORS, load_eval_set
-from rag_core.evaluation.scale import vectors_from_store
+from rag_core.bench.scale import vectors_from_store
 from rag_core.evaluation.vectors import load_cache, save_cache
 
 REPO = Path(__file__).resolve().parents[1]

@@ -39,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rag_core import load_settings, open_workbench
 from rag_core.db.database import create_database_if_missing, drop_database, with_database
 from rag_core.evaluation.runner import machine
-from rag_core.evaluation.scale import (
+from rag_core.bench.scale import (
     SITE, build_records, bulk_ingest, chunk_inputs, latency_summary, measure_modes, noisy_copies, store_sizes,
     vectors_from_store,
 )

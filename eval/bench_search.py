@@ -10,7 +10,9 @@ or read from the `eval:*` sites `rag eval` built in the main store. `--windows` 
 documents from the same text: each corpus document becomes windows of 1, 2 or 3 consecutive
 sentences (narrower windows when the wider ones are too few), each window a document of its own,
 duplicates dropped; up to 114K documents, every one embedded (new text has no cached vector), so
-100K of them take the embedder a while.
+100K of them take the embedder a while. `--distinct-windows 600` goes to 1M distinct chunks: every window
+of consecutive sentences and clauses up to 600 characters, read across document ends (about 1.12M; see
+docs/evaluation.md); such a build takes hours and resumes where it stopped when run again with its `--db`.
 
 In the same run, on the same chunks: bm25s top-100, a bare pgvector `ORDER BY embedding <=> q
 LIMIT 10` and ChromaDB (when installed), with the ratios of our p50 to theirs; the top-10 overlap
@@ -26,12 +28,15 @@ and writes them to eval/results/bench_search.json; nothing asserts a time.
     .venv/bin/python eval/bench_search.py --size 100000 --windows --keep
     .venv/bin/python eval/bench_search.py --size 100000 --unit chunks --keep
     .venv/bin/python eval/bench_search.py --overlap-only
+    .venv/bin/python eval/bench_search.py --size 1000000 --distinct-windows 600 --db rag_bench_search_1m_distinct \
+        --keep --no-crossover --output eval/results/bench_search_1m_distinct.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -50,8 +55,8 @@ from rag_core import load_settings, open_workbench
 from rag_core.db.database import create_database_if_missing, drop_database, with_database
 from rag_core.errors import RagError
 from rag_core.evaluation.runner import machine
-from rag_core.evaluation.scale import SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes
-from rag_core.evaluation.scale import timed_search, vectors_from_store
+from rag_core.bench.scale import SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes
+from rag_core.bench.scale import timed_search, vectors_from_store
 from rag_core.evaluation.vectors import CachedEmbedder, embedder_cache_file, load_cache, save_cache
 from rag_core.providers.embeddings import build_embedder, embedder_identity
 from rag_core.workbench import resolve_database
@@ -105,8 +110,45 @@ def vectors_from_main_store(settings: Any) -> dict[str, np.ndarray]:
         return {}
 
 
+def distinct_window_records(size: int, max_chars: int) -> tuple[list[dict], dict[str, Any]]:
+    """`size` distinct window documents of at most `max_chars` characters, and how they were made."""
+    from rag_core.bench.scale import window_records
+
+    started = time.perf_counter()
+    records, stats = window_records(size, max_chars)
+    stats["seconds"] = round(time.perf_counter() - started, 1)
+    console.print(f"{len(records)} distinct window documents of {stats['distinct windows available']} available "
+                  f"({stats['available per set']}); {stats['chosen crossing a document boundary']} cross a document "
+                  f"boundary")
+    return records, stats
+
+
+def distinct_chunk_texts(wb: Any) -> int:
+    """How many different chunk texts the bench site holds (the check that nothing was stored twice)."""
+    with wb.db.connection() as conn:
+        return int(conn.execute("SELECT count(DISTINCT md5(text)) FROM chunks WHERE site_id = %s", (SITE,)).fetchone()[0])
+
+
+def logged_ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
+    """bulk_ingest with a plain progress line every 10,000 units (for a log file, where no bar is drawn)."""
+    started, last, first = time.perf_counter(), [0], [-1]
+
+    def report(n: int) -> None:
+        if first[0] < 0:
+            first[0] = n
+        if n - last[0] >= 10_000 or n >= size:
+            last[0] = n
+            rate = (n - first[0]) / max(time.perf_counter() - started, 1e-3)
+            print(f"{time.strftime('%H:%M:%S')} ingest {n}/{size} {unit} ({rate:.0f}/s since start of this run)",
+                  file=sys.stderr, flush=True)
+
+    return bulk_ingest(wb, records, size, unit=unit, progress=report)
+
+
 def ingest(wb: Any, records: list[dict], size: int, unit: str) -> dict[str, Any]:
     """Ingest the records (repeats only past the distinct documents) until `size` units are stored."""
+    if not console.is_terminal:
+        return logged_ingest(wb, records, size, unit)
     with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task(unit, total=size)
         build = bulk_ingest(wb, records, size, unit=unit, progress=lambda n: bar.update(task, completed=n))
@@ -283,6 +325,9 @@ def main() -> None:
     parser.add_argument("--unit", choices=("documents", "chunks"), default="documents")
     parser.add_argument("--windows", action="store_true",
                         help="documents made of 1-3 sentence windows of the corpus documents (up to 114K distinct)")
+    parser.add_argument("--distinct-windows", type=int, default=0, metavar="CHARS",
+                        help="documents made of every window of consecutive sentences/clauses up to CHARS characters "
+                             "(one chunk each; 600 gives about 1.3M distinct)")
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
     parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
@@ -294,10 +339,15 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = load_settings()
+    load_1min = {"start": round(os.getloadavg()[0], 1)}   # the machine is shared: say how busy it was
     records, queries = build_records()
     if args.windows:
         records = sentence_windows(records, args.size)
         console.print(f"{len(records)} sentence-window documents from the shared sets")
+    window_stats = None
+    if args.distinct_windows:
+        records, window_stats = distinct_window_records(args.size, args.distinct_windows)
+        args.size = min(args.size, len(records))   # never past the distinct windows: no repeated text
     by_set: dict[str, list[str]] = {}
     for q in queries:
         by_set.setdefault(q["set"], []).append(q["text"])
@@ -314,7 +364,9 @@ def main() -> None:
     db_name = args.db or f"rag_bench_search_{uuid.uuid4().hex[:8]}"
     url = with_database(server_url, db_name)
     create_database_if_missing(url)
-    cache_path = embedder_cache_file(CACHE, "bench_search_vectors", embedder_identity(settings))
+    # the million window vectors get a file of their own: the smaller runs need not load them
+    stem = "bench_search_distinct_window_vectors" if args.distinct_windows else "bench_search_vectors"
+    cache_path = embedder_cache_file(CACHE, stem, embedder_identity(settings))
     vectors = load_cache(cache_path)
     if len(vectors) < 1000:
         vectors.update(vectors_from_main_store(settings))
@@ -329,6 +381,9 @@ def main() -> None:
                 save_cache(cache_path, vectors)
             console.print(f"store: {build['documents']} documents, {build['chunks']} chunks (load {build['load_s']} s, "
                           f"index {build['index_s']} s, {cached.misses} originals embedded)")
+            load_1min["after build"] = round(os.getloadavg()[0], 1)
+            if window_stats:
+                window_stats["distinct chunk texts stored"] = distinct_chunk_texts(wb)
             wb.search("warm up", site_id=SITE)
             qs = [q["text"] for q in queries]
             step = max(1, len(qs) // args.queries)
@@ -370,7 +425,10 @@ def main() -> None:
                           f"p95 {results['concurrent']['p95']} ms, errors {len(errors)}, wall {wall:.1f} s")
         report = {"documents": build["documents"], "chunks": build["chunks"],
                   "distinct documents available": distinct_docs, "build": build,
+                  **({"distinct windows": window_stats} if window_stats else {}),
                   "queries_per_measurement": len(sample), "machine": machine(),
+                  "command": " ".join(["eval/bench_search.py", *sys.argv[1:]]),
+                  "load_1min": {**load_1min, "end": round(os.getloadavg()[0], 1)},
                   "embedder": wb.embedder_name,  # a kept store built with another embedder is searched with that one
                   "results": results, "references": refs, "ratios": ratios, "fulltext_overlap": overlap,
                   "filtered_dense_crossover": crossover, "database": db_name if keep else None,

@@ -23,7 +23,7 @@ from typing import Any
 from rag_core import load_settings, open_workbench
 from rag_core.db.database import with_database
 from rag_core.evaluation.runner import machine
-from rag_core.evaluation.scale import SITE, build_records, latency_summary
+from rag_core.bench.scale import SITE, build_records, latency_summary
 from rag_core.search.retrieval import QUERY_EMBEDDINGS
 from rag_core.workbench import resolve_database
 

@@ -249,6 +249,15 @@ def render_search(path: Path, d: Any) -> list[str]:
     if conc:
         facts.append(f"{conc.get('searches')} concurrent searches: p50 {ms(conc.get('p50'))} ms, p95 "
                      f"{ms(conc.get('p95'))} ms, {conc.get('errors')} errors, {num(conc.get('wall_s'), 1)} s wall")
+    windows = d.get("distinct windows")
+    if windows:
+        facts.append(f"documents: {windows.get('method')}; {num(windows.get('distinct windows available'))} available, "
+                     f"{num(windows.get('chosen crossing a document boundary'))} of those drawn cross a document "
+                     f"boundary, {num(windows.get('distinct chunk texts stored'))} distinct chunk texts stored")
+    if d.get("command"):
+        facts.append(f"command: `{d['command']}`"
+                     + (f"; load average {', '.join(f'{k} {v}' for k, v in d['load_1min'].items())}"
+                        if d.get("load_1min") else ""))
     out.append("\n".join(f"- {f}" for f in facts))
     cross = d.get("filtered_dense_crossover") or {}
     if cross:

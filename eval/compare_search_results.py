@@ -22,7 +22,7 @@ from typing import Any
 
 from rag_core import load_settings, open_workbench
 from rag_core.db.database import create_database_if_missing, drop_database, with_database
-from rag_core.evaluation.scale import SITE, build_records, bulk_ingest
+from rag_core.bench.scale import SITE, build_records, bulk_ingest
 from rag_core.workbench import resolve_database
 
 FILTERS: tuple[tuple[str, dict[str, Any]], ...] = (

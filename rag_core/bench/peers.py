@@ -30,7 +30,7 @@ import pandas as pd
 
 from rag_core.evaluation.datasets import BeirDataset
 from rag_core.evaluation.metrics import hit_at_k, mrr_at_k, ndcg_at_k, percentile, recall_at_k
-from rag_core.evaluation.scale import chunk_inputs
+from rag_core.bench.scale import chunk_inputs
 from rag_core.evaluation.vectors import CachedEmbedder, embed_once, load_cache, save_cache, text_key
 from rag_core.textproc import cjk_bigrams, detect_language
 

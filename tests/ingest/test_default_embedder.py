@@ -72,7 +72,7 @@ def test_every_surface_on_a_store_of_the_former_default_uses_its_embedder(old_st
     from fastapi.testclient import TestClient
 
     from rag_core.api.rest import create_app
-    from rag_core.evaluation.scale import vectors_from_store
+    from rag_core.bench.scale import vectors_from_store
 
     with open_workbench(make_settings(database_url=old_store)) as wb:
         with TestClient(create_app(make_settings(database_url=old_store, rate_limit="off"), workbench=wb,

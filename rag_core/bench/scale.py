@@ -8,8 +8,10 @@ original plus small deterministic noise (CachedEmbedder), so only originals are 
 from __future__ import annotations
 
 import random
+import re
 import statistics
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -51,6 +53,68 @@ def build_records(queries_per_set: int = 100) -> tuple[list[dict], list[dict]]:
     random.Random(0).shuffle(records)
     random.Random(1).shuffle(queries)
     return records, queries
+
+
+# Sentence and clause ends; Japanese has no spaces and only full stops count (its commas cut too finely).
+_UNIT_END = re.compile(r"(?<=[.!?;:])\s+")
+_UNIT_END_JA = re.compile(r"(?<=[。！？])")
+
+
+def text_units(text: str, japanese: bool = False) -> list[str]:
+    """The sentences and clauses (split after . ! ? ; : or 。！？) of a text, stripped, empty ones dropped."""
+    return [u.strip() for u in (_UNIT_END_JA if japanese else _UNIT_END).split(text) if u.strip()]
+
+
+def distinct_windows(documents: Sequence[dict], set_name: str, max_chars: int = 600, min_chars: int = 20,
+                     seen: set[str] | None = None) -> Iterator[dict]:
+    """Every distinct window of consecutive sentences/clauses of a set's documents read as one stream.
+
+    The documents are read in corpus order; a window starts at any unit and takes 1, 2, ... units while
+    it stays within `max_chars` (one chunk), so windows near a document's end run on into the next
+    document. A window whose normalised text (lower case, single spaces) was already made, here or in
+    `seen`, is skipped: no text is stored twice.
+    """
+    japanese = set_name == "jsquad"
+    sep = "" if japanese else " "
+    stream = [(d, u) for d in documents for u in text_units(d["text"], japanese)]
+    seen = set() if seen is None else seen
+    for start in range(len(stream)):
+        doc = stream[start][0]
+        text = ""
+        for width in range(1, len(stream) - start + 1):
+            text = stream[start][1] if width == 1 else text + sep + stream[start + width - 1][1]
+            if len(text) > max_chars:
+                break
+            key = " ".join(text.lower().split())
+            if len(key) < min_chars or key in seen:
+                continue
+            seen.add(key)
+            yield {"set": set_name, "id": f"{doc['_id']}-u{start}-w{width}", "title": doc.get("title") or "",
+                   "text": text, "cross_document": stream[start + width - 1][0] is not doc}
+
+
+def window_records(size: int, max_chars: int = 600, seed: int = 3,
+                   root: str | Path | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """`size` distinct, storable window records drawn at random from every set's windows, and how many there were."""
+    from rag_core.security.text import text_problem
+
+    pool: list[dict] = []
+    seen: set[str] = set()
+    for name in SETS:
+        pool.extend(distinct_windows(load_beir(eval_set_dir(name, root)).corpus, name, max_chars, seen=seen))
+    random.Random(seed).shuffle(pool)
+    # PostgreSQL cannot store a few texts (a NUL byte in a scanned page); dropped after the draw, so the draw
+    # and a half-built store's documents stay the same
+    pool = [r for r in pool if not text_problem(r["text"])]
+    per_set = {n: sum(1 for r in pool if r["set"] == n) for n in SETS}
+    chosen = pool[:size]
+    stats = {"method": f"every window of 1+ consecutive sentences/clauses up to {max_chars} characters over each "
+                       "set's documents in corpus order, exact duplicates (case and spacing folded) dropped, "
+                       f"{len(chosen)} drawn at random (seed {seed})",
+             "distinct windows available": len(pool), "available per set": per_set,
+             "chosen per set": {n: sum(1 for r in chosen if r["set"] == n) for n in SETS},
+             "chosen crossing a document boundary": sum(1 for r in chosen if r["cross_document"])}
+    return chosen, stats
 
 
 def vectors_from_store(wb: Workbench, embedder: str | None = None) -> dict[str, np.ndarray]:
@@ -97,7 +161,7 @@ def bulk_ingest(wb: Workbench, records: Sequence[dict], target: int, unit: str =
     column = "count(*)" if unit == "chunks" else "count(DISTINCT document_id)"
     with wb.db.connection() as conn:
         have = conn.execute(f"SELECT {column} FROM chunks WHERE site_id = %s", (site,)).fetchone()[0]
-    reused = have >= target
+    reused, stored_before = have >= target, have
     started = time.perf_counter()
     if not reused:
         vector_index.drop(wb.db)   # rows load into a live HNSW index at ~256/s: build it once at the end
@@ -125,7 +189,7 @@ def bulk_ingest(wb: Workbench, records: Sequence[dict], target: int, unit: str =
     with wb.db.connection() as conn:
         chunks, docs = conn.execute("SELECT count(*), count(DISTINCT document_id) FROM chunks WHERE site_id = %s",
                                     (site,)).fetchone()
-    return {"chunks": chunks, "documents": docs, "load_s": round(load_s, 1),
+    return {"chunks": chunks, "documents": docs, "stored_before": stored_before, "load_s": round(load_s, 1),
             "index_s": round(time.perf_counter() - started, 1), "reused_store": reused}
 
 
