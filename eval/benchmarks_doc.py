@@ -402,6 +402,18 @@ def render_answers(path: Path, d: Any) -> list[str]:
     return out
 
 
+def render_search_floor(files: list[Path]) -> str:
+    rows = []
+    for path in files:
+        d = load(path)
+        for n, run in enumerate(d.get("runs", []), 1):
+            hyb, floor = run["hybrid search"], run["floor (embedding + bare HNSW top-10)"]
+            rows.append([link(path), d.get("code", ""), n, d.get("chunks"), ms(hyb["p50"]), ms(hyb["p95"]),
+                         ms(floor["p50"]), ms(floor["p95"]), run["ratio of p50s"], num(run.get("load"), 1)])
+    return table(["file", "code", "run", "chunks", "hybrid p50", "hybrid p95", "floor p50", "floor p95",
+                  "ratio of p50s", "load"], rows)
+
+
 @per_file
 def render_multiturn(path: Path, d: Any) -> list[str]:
     out: list[str] = []
@@ -470,6 +482,11 @@ BENCHMARKS = [
               "bm25s, a bare pgvector HNSW query and ChromaDB on the same chunks, the overlap of the pruned full-text "
               "ranking with an exact BM25, and the exact-scan/HNSW crossover the planner's cost model is set from.",
               render_search),
+    Benchmark("Hybrid search against its floor (`eval/bench_search_floor.py`)", r"search_floor_.+",
+              "In-process `Workbench.search` (hybrid, cache and query-vector cache off) against the query embedding "
+              "plus a bare pgvector HNSW top-10 on the same store, alternating query by query so load falls on both "
+              "alike. The floor is mostly the embedding, which a loaded machine slows most: compare ratios at "
+              "similar load.", render_search_floor),
     Benchmark("The REST service under load (`eval/bench_service.py`)", r"bench_service_.+",
               "`rag serve` on loopback over SciFact's chunks, driven by 100 aiohttp clients in a process of their own "
               "(which report their own CPU, so the client is not the bottleneck). Cache off means every request is a "
