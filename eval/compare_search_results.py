@@ -5,8 +5,8 @@ set) is searched in the three modes, without a filter and with a source filter (
 type filter, through `Workbench.search` (documents: source, score and the chunk ids with their scores)
 and through the chunk retrieval chat uses (top-10 chunk ids and scores). Scores are rounded to 4 places.
 
-    .venv/bin/python eval/compare_search_results.py --size 3000 --keep --save /tmp/before.json
-    .venv/bin/python eval/compare_search_results.py --db NAME --check /tmp/before.json
+    .venv/bin/python eval/compare_search_results.py --size 3000 --keep --save before.json
+    .venv/bin/python eval/compare_search_results.py --db NAME --check before.json
 
 Nothing here asserts a time; it prints how many result lists differ.
 """

@@ -10,7 +10,7 @@ highlights, suggestions, response) per mode and filter of every search logged th
 eval/bench_search.py's run.
 
     .venv/bin/python eval/explain_search.py --db rag_bench_search_1m_distinct --queries 12
-    .venv/bin/python eval/explain_search.py --db NAME --mode hybrid --filter "type filter" --output /tmp/x.json
+    .venv/bin/python eval/explain_search.py --db NAME --mode hybrid --filter "type filter" --output explain.json
 """
 
 from __future__ import annotations
