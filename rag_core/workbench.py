@@ -53,7 +53,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _calls(service: str, method: Callable[Concatenate[Any, _P], _R]) -> Callable[_P, _R]:
+def _calls(service: str, method: Callable[Concatenate[Any, _P], _R]) -> Callable[Concatenate[Any, _P], _R]:
     """A facade method that is `method` of the service in attribute `service` (signature and docstring kept)."""
     class Delegate:
         def __set_name__(self, owner: type, name: str) -> None:
@@ -66,7 +66,7 @@ def _calls(service: str, method: Callable[Concatenate[Any, _P], _R]) -> Callable
 
     delegate = Delegate()
     functools.update_wrapper(cast(Any, delegate), method)
-    return cast(Callable[_P, _R], delegate)
+    return cast(Callable[Concatenate[Any, _P], _R], delegate)  # typed as the method itself: editors bind self
 
 
 class Workbench:
