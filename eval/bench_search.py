@@ -238,7 +238,7 @@ def chroma_reference(wb: Any, vectors: list[np.ndarray]) -> list[float]:
 
 def fulltext_overlap(wb: Any, sets_queries: dict[str, list[str]], site_prefix: str) -> dict[str, Any]:
     """Top-10 overlap of the pruned full-text ranking with an exact BM25 over the same lexemes, per set."""
-    from rag_core.search.hybrid import fulltext_ranking
+    from rag_core.search.hybrid import rank_fulltext
 
     out: dict[str, Any] = {}
     for name, qs in sets_queries.items():
@@ -246,9 +246,9 @@ def fulltext_overlap(wb: Any, sets_queries: dict[str, list[str]], site_prefix: s
         overlaps, proven, pruned_ms, exact_ms, same_top1 = [], 0, [], [], 0
         for q in qs:
             t0 = time.perf_counter()
-            got, exact = fulltext_ranking(wb.db, q, k=10, site_id=site)
+            got, exact = rank_fulltext(wb.db, q, k=10, site_id=site)
             t1 = time.perf_counter()
-            ref, _ = fulltext_ranking(wb.db, q, k=10, site_id=site, exact=True)
+            ref, _ = rank_fulltext(wb.db, q, k=10, site_id=site, exact=True)
             t2 = time.perf_counter()
             pruned_ms.append((t1 - t0) * 1000)
             exact_ms.append((t2 - t1) * 1000)
@@ -303,7 +303,7 @@ def dense_crossover(wb: Any, queries: list[str]) -> dict[str, Any]:
                 ms, tops[plan] = [], []
                 for q, v in zip(queries, vectors):
                     started = time.perf_counter()
-                    res = hybrid.search_documents(wb.db, q, v, req, planner=planner)
+                    res = hybrid.rank_documents(wb.db, q, v, req, planner=planner)
                     ms.append((time.perf_counter() - started) * 1000)
                     tops[plan].append([d.document_id for d in res.documents])
                 row[plan] = summary(ms)

@@ -32,7 +32,7 @@ FILTERS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def record(wb: Any, queries: list[dict]) -> dict[str, Any]:
     """Every query's results in every mode and filter, keyed by 'set|mode|filter|surface|query'."""
-    from rag_core.search.hybrid import search_chunks
+    from rag_core.search.hybrid import rank_chunks
     from rag_core.search.retrieval import embed_query
 
     out: dict[str, Any] = {}
@@ -47,7 +47,7 @@ def record(wb: Any, queries: list[dict]) -> dict[str, Any]:
                      [[c["chunk_id"], round(c["score"], 4)] for c in r["context_chunks"]]]
                     for r in resp["results"]] + [resp["total_results"]]
                 emb = embed_query(wb.embedder, q["text"]) if mode != "fulltext" else None
-                hits = search_chunks(wb.reads, q["text"], emb, k=10, site_id=SITE, mode=mode, fusion=wb.search_engine.fusion,
+                hits = rank_chunks(wb.reads, q["text"], emb, k=10, site_id=SITE, mode=mode, fusion=wb.search_engine.fusion,
                                      **filters)
                 out[key.format("chunks")] = [[h.source, h.chunk_id, round(h.score, 4)] for h in hits]
     return out

@@ -3,7 +3,7 @@
 
 `collect` ingests each set into its `eval:<set>` site (as `rag eval` does, with the embedder of
 RAG_EMBEDDER), then caches per judged query the query vector and the full-text top-100 chunks with
-their BM25 scores (`fulltext_ranking`, the same SQL as a search), and the site's chunk vectors.
+their BM25 scores (`rank_fulltext`, the same SQL as a search), and the site's chunk vectors.
 `sweep` rebuilds, for each setting, what the hybrid statement computes from those two lists
 (`rag_core/search/hybrid.py`): the dense top-100 by exact cosine, the union with the full-text
 top-100, RRF `w_ft/(k+rank_ft) + w_dense/(k+rank_dense)` or convex `alpha bm25/max + (1-alpha) cos`,
@@ -61,7 +61,7 @@ def log(message: str) -> None:
 def collect_lists(wb, ds) -> dict:
     """Ingest `ds` into its eval site (once) and return its cached candidate lists (see the module text)."""
     from rag_core.evaluation.runner import EVAL_SITE_PREFIX, ingest_dataset
-    from rag_core.search.hybrid import fulltext_ranking
+    from rag_core.search.hybrid import rank_fulltext
     from rag_core.search.validation import MAX_QUERY_CHARS
 
     last = [0.0]
@@ -83,7 +83,7 @@ def collect_lists(wb, ds) -> dict:
     for n, qid in enumerate(qids, 1):
         text = ds.queries[qid][:MAX_QUERY_CHARS]
         vectors.append(wb.embedder.get_query_embedding(text))
-        fulltext.append(fulltext_ranking(wb.db, text, k=DEPTH, site_id=site)[0])
+        fulltext.append(rank_fulltext(wb.db, text, k=DEPTH, site_id=site)[0])
         if n % 500 == 0:
             log(f"lists {ds.name}: {n}/{len(qids)} queries")
     return {"embedder": wb.embedder_name, "ids": np.array([r[0] for r in rows]),
@@ -118,7 +118,7 @@ def relist(sets: list[str], cache_dir: Path, k1: float, b: float) -> None:
     from rag_core import open_workbench
     from rag_core.evaluation.runner import EVAL_SITE_PREFIX
     from rag_core.evaluation.sampling import load_eval_set
-    from rag_core.search.hybrid import DEFAULT_FUSION, fulltext_ranking
+    from rag_core.search.hybrid import DEFAULT_FUSION, rank_fulltext
     from rag_core.search.validation import MAX_QUERY_CHARS
 
     fusion = replace(DEFAULT_FUSION, k1=k1, b=b)
@@ -129,7 +129,7 @@ def relist(sets: list[str], cache_dir: Path, k1: float, b: float) -> None:
             ds = load_eval_set(name, root=wb.settings.eval_data_dir)
             ft = []
             for n, qid in enumerate(cache["qids"], 1):
-                ft.append(fulltext_ranking(wb.db, ds.queries[qid][:MAX_QUERY_CHARS], k=DEPTH, site_id=EVAL_SITE_PREFIX + name,
+                ft.append(rank_fulltext(wb.db, ds.queries[qid][:MAX_QUERY_CHARS], k=DEPTH, site_id=EVAL_SITE_PREFIX + name,
                                            fusion=fusion, exact=True)[0])
                 if n % 500 == 0:
                     log(f"bm25 k1={k1:g} b={b:g} {name}: {n}/{len(cache['qids'])} queries")
@@ -398,7 +398,7 @@ def collect_lexemes(sets: list[str], cache_dir: Path) -> None:
     from rag_core import open_workbench
     from rag_core.evaluation.runner import EVAL_SITE_PREFIX
     from rag_core.evaluation.sampling import load_eval_set
-    from rag_core.search.hybrid import query_configs, search_chunks, term_coverage
+    from rag_core.search.hybrid import query_configs, rank_chunks, term_coverage
     from rag_core.search.validation import MAX_QUERY_CHARS
 
     with open_workbench() as wb:
@@ -417,7 +417,7 @@ def collect_lexemes(sets: list[str], cache_dir: Path) -> None:
                     terms = conn.execute(
                         "SELECT count(DISTINCT l) FROM unnest(%s::text[], %s::text[]) AS i(cfg, txt) CROSS JOIN LATERAL "
                         "unnest(tsvector_to_array(to_tsvector(i.cfg::regconfig, i.txt))) AS l", (configs, texts)).fetchone()[0]
-                tops = [search_chunks(wb.db, text, vector, k=1, site_id=site, mode=mode) for mode in ("fulltext", "semantic")]
+                tops = [rank_chunks(wb.db, text, vector, k=1, site_id=site, mode=mode) for mode in ("fulltext", "semantic")]
                 cover = term_coverage(wb.db, text, [hits[0] for hits in tops if hits])
                 out[qid] = {"query_terms": terms, **{key: cover.get(hits[0].chunk_id, 0.0) if hits else 0.0
                                                      for key, hits in zip(("ft_coverage", "dense_coverage"), tops)}}

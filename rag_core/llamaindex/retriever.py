@@ -18,7 +18,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 
 from rag_core.ingest.handle import Store
 from rag_core.errors import InvalidQuery
-from rag_core.search.hybrid import Fusion, cosine_floor, fusion_for, search_chunks
+from rag_core.search.hybrid import Fusion, cosine_floor, fusion_for, rank_chunks
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import MODES, validate_search
 from rag_core.security.ids import check_id
@@ -178,7 +178,7 @@ def retrieve_nodes(handle: Store, query: str, *, k: int, mode: str, scope: dict[
         emb = embed_query(handle.embedder, text) if mode != "fulltext" else None
     # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
     # the scores search reports. The default fusion ranked another embedder's hits in another order.
-    hits = search_chunks(handle.reads, text, emb, k=k, mode=mode, fusion=search_fusion(handle), **scope)
+    hits = rank_chunks(handle.reads, text, emb, k=k, mode=mode, fusion=search_fusion(handle), **scope)
     return hits_to_nodes(handle, hits)
 
 

@@ -1,5 +1,5 @@
-"""The three ways to rank a query: a page of documents (`search_documents`, behind Workbench.search), the top
-chunks (`search_chunks`, what chat retrieves) and the full-text ranking alone (`fulltext_ranking`), plus
+"""The three ways to rank a query: a page of documents (`rank_documents`, behind Workbench.search), the top
+chunks (`rank_chunks`, what chat retrieves) and the full-text ranking alone (`rank_fulltext`), plus
 chat's `term_coverage`. Each takes a query string or a PreparedQuery (query.py), plans its statement
 (planner.py), builds it from the SQL fragments (sql.py) with a fusion (fusion.py) and runs it once, or deeper
 when its full-text head cannot be proven exact. The method is explained in docs/search-method.md.
@@ -128,7 +128,7 @@ def _vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> np.ndarr
     return query.vector
 
 
-def search_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
+def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
                      fusion: Fusion = DEFAULT_FUSION, page_size: int | None = None,
                      offset: int | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> CoreResult:
     """One page of documents for a validated request (emb is None in full-text mode, or taken from a
@@ -195,13 +195,13 @@ def _clip(value: float | None) -> float:
 
 
 
-def search_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, k: int = 5,
+def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, k: int = 5,
                   site_id: str | None = None, mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION,
                   types: Sequence[str] = (), date_from: dt.date | None = None, date_to: dt.date | None = None,
                   source: str | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> list[ChunkHit]:
     """Top-k chunks (several may come from one document): what chat and Workbench.retrieve use.
 
-    types, date_from, date_to and source narrow the documents as in `search_documents`; emb None takes a
+    types, date_from, date_to and source narrow the documents as in `rank_documents`; emb None takes a
     PreparedQuery's vector.
     """
     q = prepared(query)
@@ -241,7 +241,7 @@ def term_coverage(db: Any, query: str | PreparedQuery, hits: Sequence[ChunkHit])
         return {int(r[0]): float(r[1]) for r in conn.execute(COVERAGE_SQL, params).fetchall()}
 
 
-def fulltext_ranking(db: Any, query: str | PreparedQuery, *, k: int = 10, site_id: str | None = None,
+def rank_fulltext(db: Any, query: str | PreparedQuery, *, k: int = 10, site_id: str | None = None,
                      types: Sequence[str] = (), fusion: Fusion = DEFAULT_FUSION,
                      exact: bool = False) -> tuple[list[tuple[int, float]], bool]:
     """The full-text ranking alone: ([(chunk id, BM25 score)] best first, whether it is provably exact).

@@ -13,7 +13,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from rag_core.db.database import Connections
 from rag_core.search.fusion import DEFAULT_FUSION, Fusion
 from rag_core.errors import IndexUnavailable
-from rag_core.search.hybrid import check_indexed, search_chunks
+from rag_core.search.hybrid import check_indexed, rank_chunks
 from rag_core.search.query import PreparedQuery
 from rag_core.search.types import ChunkHit
 
@@ -123,16 +123,16 @@ def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str | Prepa
     Args:
         query: a string, or a PreparedQuery (prepare_query) that several searches of one chat turn share.
         sources: keep only chunks of these sources (exact source names).
-        filters: types, date_from, date_to, source (a prefix or part), as `search_chunks` takes them.
+        filters: types, date_from, date_to, source (a prefix or part), as `rank_chunks` takes them.
     """
     q = prepare_query(embedder, query)
     if not q.text or k <= 0:
         return []
     if sources:
         wanted = set(sources)
-        hits = search_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, **filters)
+        hits = rank_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, **filters)
         return [h for h in hits if h.source in wanted][:k]
-    return search_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
+    return rank_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
 
 
 # Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).

@@ -29,7 +29,7 @@ from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.fusion import DEFAULT_FUSION, Fusion, cosine_floor
 from rag_core.search.highlight import Highlight, highlight_texts
-from rag_core.search.hybrid import CoreResult, DocumentHit, check_indexed, search_chunks, search_documents
+from rag_core.search.hybrid import CoreResult, DocumentHit, check_indexed, rank_chunks, rank_documents
 from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings
 from rag_core.search.query import PreparedQuery
 from rag_core.search.querylog import log_search, logged_mode, search_metrics
@@ -165,7 +165,7 @@ class SearchEngine:
         if not q.text or k <= 0:
             return []
         self._check_store()
-        return search_chunks(self.reads, q, None, k=k, site_id=site_id, mode=mode, fusion=self.retrieval_fusion,
+        return rank_chunks(self.reads, q, None, k=k, site_id=site_id, mode=mode, fusion=self.retrieval_fusion,
                              planner=self.planner, **filters)
 
     # ----- the search -----
@@ -251,11 +251,11 @@ class SearchEngine:
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
-            core = search_documents(self.reads, q, emb, core_req, self.fusion, planner=self.planner)
+            core = rank_documents(self.reads, q, emb, core_req, self.fusion, planner=self.planner)
             documents = core.documents
         else:
             depth = max(RERANK_DEPTH, req.page * req.limit)
-            core = search_documents(self.reads, q, emb, core_req, self.fusion, page_size=depth, offset=0,
+            core = rank_documents(self.reads, q, emb, core_req, self.fusion, page_size=depth, offset=0,
                                     planner=self.planner)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_core.evaluation.runner import EVAL_SITE_PREFIX, evaluate_dataset
-from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for, search_chunks
+from rag_core.search.hybrid import DEFAULT_FUSION, fusion_for, rank_chunks
 from rag_core.search.validation import MAX_QUERY_CHARS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "eval" / "sweep_fusion_lists.py"
@@ -75,7 +75,7 @@ def test_documents_scored_by_their_best_share_of_each_side_rank_as_the_statement
     rows = lists.rows
     for q, qid in enumerate(lists.qids):
         text = ds.queries[qid][:MAX_QUERY_CHARS]
-        hits = search_chunks(small.db, text, small.embedder.get_query_embedding(text), k=5,
+        hits = rank_chunks(small.db, text, small.embedder.get_query_embedding(text), k=5,
                              site_id=EVAL_SITE_PREFIX + ds.name, fusion=replace(E5, cosine_floor=floor))
         mine = np.flatnonzero(keep & (rows["q"] == q))
         mine = mine[np.lexsort((rows["chunk"][mine], -(sf + sd)[mine]))][:5]

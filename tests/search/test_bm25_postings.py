@@ -17,7 +17,7 @@ from rag_core.ingest.store import (
     read_store_info,
     write_documents,
 )
-from rag_core.search.hybrid import DEFAULT_FUSION, fulltext_ranking, search_chunks
+from rag_core.search.hybrid import DEFAULT_FUSION, rank_fulltext, rank_chunks
 from storebuilders import alembic_to, one_chunk_doc
 
 SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "zor", "vex", "qua", "sil", "bor", "nim", "pra", "dul", "fen", "gor"]
@@ -87,10 +87,10 @@ def test_fulltext_top10_equals_exact_bm25(wb, zipf_site) -> None:
     with wb.db.connection() as conn:
         for q in _queries(30):
             expected = _exact_bm25(conn, zipf_site, q, 10)
-            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site)
+            ranked, exact = rank_fulltext(wb.db, q, k=10, site_id=zipf_site)
             assert [cid for cid, _ in ranked] == expected, q
             assert exact
-            assert [h.chunk_id for h in search_chunks(wb.db, q, None, k=10, site_id=zipf_site, mode="fulltext")] \
+            assert [h.chunk_id for h in rank_chunks(wb.db, q, None, k=10, site_id=zipf_site, mode="fulltext")] \
                 == expected, q
 
 
@@ -102,7 +102,7 @@ def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
     with wb.db.connection() as conn:
         for q in queries:
             expected = _exact_bm25(conn, zipf_site, q, 10)
-            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=shallow)
+            ranked, exact = rank_fulltext(wb.db, q, k=10, site_id=zipf_site, fusion=shallow)
             got = [cid for cid, _ in ranked]
             assert len(got) == len(expected)
             overlap += len(set(got) & set(expected))
@@ -116,22 +116,22 @@ def test_pruned_lists_stay_exact_when_the_bound_says_so(wb, zipf_site) -> None:
     retried = replace(DEFAULT_FUSION, depth=20, rescore=40, deep_depth=4000)
     with wb.db.connection() as conn:
         for q in queries:
-            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=retried)
+            ranked, exact = rank_fulltext(wb.db, q, k=10, site_id=zipf_site, fusion=retried)
             assert exact and [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10), q
     # A second pass still too shallow to prove some of them: the third, deeper one proves them all.
     two_passes = replace(DEFAULT_FUSION, depth=20, rescore=40, deep_depth=25, deep_rescore=40, deeper_depth=25)
     three_passes = replace(two_passes, deeper_depth=4000)
-    assert not all(fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=two_passes)[1] for q in queries)
+    assert not all(rank_fulltext(wb.db, q, k=10, site_id=zipf_site, fusion=two_passes)[1] for q in queries)
     with wb.db.connection() as conn:
         for q in queries:
-            ranked, exact = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, fusion=three_passes)
+            ranked, exact = rank_fulltext(wb.db, q, k=10, site_id=zipf_site, fusion=three_passes)
             assert exact and [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10), q
 
 
 def test_exact_reference_ranking_matches_python(wb, zipf_site) -> None:
     with wb.db.connection() as conn:
         for q in _queries(5):
-            ranked, _ = fulltext_ranking(wb.db, q, k=10, site_id=zipf_site, exact=True)
+            ranked, _ = rank_fulltext(wb.db, q, k=10, site_id=zipf_site, exact=True)
             assert [cid for cid, _ in ranked] == _exact_bm25(conn, zipf_site, q, 10)
 
 
@@ -143,7 +143,7 @@ def test_filtered_full_text_is_never_empty(wb, site) -> None:
     docs += [one_chunk_doc(site, f"p{i}.pdf", "quasarion " + _zipf_text(rng, 300), dim, file_type="pdf") for i in range(2)]
     assert all(err is None for *_, err in write_documents(wb.db, docs))
     shallow = replace(DEFAULT_FUSION, depth=10, rescore=10, deep_depth=10)
-    ranked, _ = fulltext_ranking(wb.db, "quasarion", k=10, site_id=site, types=("pdf",), fusion=shallow)
+    ranked, _ = rank_fulltext(wb.db, "quasarion", k=10, site_id=site, types=("pdf",), fusion=shallow)
     with wb.db.connection() as conn:
         assert [cid for cid, _ in ranked] == _exact_bm25(conn, site, "quasarion", 10, types=("pdf",))
     assert len(ranked) == 2
