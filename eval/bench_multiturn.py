@@ -60,14 +60,14 @@ def main() -> None:
     parser.add_argument("--only-rule", action="store_true", help="Run the follow-up rule alone (not the forced ones).")
     args = parser.parse_args()
 
-    original = turn.retrieve_in_conversation
+    original = turn.follow_up_passages
 
     def forced(fold: bool):
         def retrieve(store, llm, message, history, *, k, site_id):
             if fold and any(m["role"] == "user" for m in history):
                 folded = llm().condense(history, message)
-                return folded, context.retrieve(store, folded, k=k, site_id=site_id)
-            return message, context.retrieve(store, message, k=k, site_id=site_id)
+                return folded, context.top_chunks(store, folded, k=k, site_id=site_id)
+            return message, context.top_chunks(store, message, k=k, site_id=site_id)
         return retrieve
 
     rules = {"rule": (original, None), "never fold": (forced(False), None),
@@ -85,14 +85,14 @@ def main() -> None:
         embedder = wb.settings.embedder
         default = turn.FOLLOW_UP_MARGIN
         for name, (retrieve, margin) in rules.items():
-            turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = retrieve, default if margin is None else margin
+            turn.follow_up_passages, turn.FOLLOW_UP_MARGIN = retrieve, default if margin is None else margin
             try:
                 started = time.perf_counter()
                 records = ask_conversations(wb, SITE, k=args.k)
                 results[name] = {"top3": hit_rates(records), "first": hit_rates(records, "first"),
                                  "seconds": time.perf_counter() - started, "records": records}
             finally:
-                turn.retrieve_in_conversation, turn.FOLLOW_UP_MARGIN = original, default
+                turn.follow_up_passages, turn.FOLLOW_UP_MARGIN = original, default
         # The files are built afresh in a new folder each run (a PDF or Word file carries its build time), so an
         # earlier run's copies would stay beside them as further sources: the site starts empty.
         while stale := wb.documents(COMPANY_SITE, limit=100):

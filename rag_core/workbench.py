@@ -154,7 +154,7 @@ class Workbench:
             source=source, site_id=site_id, include_context=include_context, max_chunks=max_chunks, user_id=user_id,
             typed=typed)))
 
-    retrieve = _calls("assistant", ChatService.retrieve)
+    retrieve = _calls("search_engine", SearchEngine.retrieve)
 
     def flush_search_log(self, timeout: float = 30.0) -> bool:
         """Wait until this process's searches so far are in the query log (it is written in the background)."""

@@ -133,8 +133,9 @@ def with_repeats(hits: Sequence[ChunkHit], k: int) -> list[ChunkHit]:
     return [h for h in hits if passage_key(h) in keys]
 
 
-def retrieve(store: Store, query: str | PreparedQuery, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
-    """Top-k chunks for a query (chat, the chat-memory context), ranked by the same SQL as search."""
+def top_chunks(store: Store, query: str | PreparedQuery, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
+    """Top-k chunks for chat's steps and the workflow context: `retrieve_chunks`, the path of Workbench.retrieve,
+    with the store's measured fusion (the one the Workbench gives SearchEngine.retrieve)."""
     store.require_compatible()
     return retrieve_chunks(store.reads, store.embedder, query, k=k, site_id=site_id,
                            fusion=fusion_for(store.embedder_name))
@@ -185,7 +186,7 @@ def retrieve_context(store: Store, user_id: str, site_id: str, query: str, *, k:
     parts: list[str] = []
     if query and query.strip():
         try:
-            hits = retrieve(store, query.strip(), k=k, site_id=site_id)
+            hits = top_chunks(store, query.strip(), k=k, site_id=site_id)
         except Exception:  # the web-knowledge spec: a failed search leaves the knowledge part out, the rest goes on
             log.exception("Retrieval failed for retrieve_context(site_id=%s)", site_id)
             hits = []

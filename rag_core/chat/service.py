@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from rag_core.chat import instructions, retention, sessions
-from rag_core.chat.context import retrieve, retrieve_context
+from rag_core.chat.context import retrieve_context
 from rag_core.chat.instructions import Instruction
 from rag_core.chat.llms import LLM, build_llm
 from rag_core.chat.retention import PurgeSummary, RetentionStatus
@@ -14,7 +14,6 @@ from rag_core.chat.sessions import ChatMessage, ChatSession, SessionsDeleted, Se
 from rag_core.chat.turn import ChatTurn, PreparedTurn, prepare_turn, run_turn
 from rag_core.errors import InvalidInput, NotFound
 from rag_core.ingest.handle import Store
-from rag_core.search.types import ChunkHit
 
 MAX_SESSION_TITLE_CHARS = 200
 
@@ -39,10 +38,6 @@ class ChatService:
 
     def _answerer(self) -> LLM:
         return self.llm
-
-    def retrieve(self, query: str, *, k: int = 5, site_id: str | None = None) -> list[ChunkHit]:
-        """Top-k chunks for a query, ranked by the same SQL as search."""
-        return retrieve(self.store, query, k=k, site_id=site_id)
 
     def turn(self, message: str, session_id: str | None = None, k: int = 5, site_id: str | None = None,
              user_id: str | None = None, resource_name: str | None = None,

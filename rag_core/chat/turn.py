@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.chat import instructions, sessions
 from rag_core.chat.citations import render_sources, render_turn, sources_frame
-from rag_core.chat.context import (retrieve, chunk_coverage, distinct_passages, format_references, relevant_hits, with_repeats,
-                                   within_budget)
+from rag_core.chat.context import (chunk_coverage, distinct_passages, format_references, relevant_hits, top_chunks,
+                                   with_repeats, within_budget)
 from rag_core.chat.grounding import message_language, needs_conversation, supporting_passages
 from rag_core.chat.prompts import AnswerRequest, Passage, labels, session_title
 from rag_core.ingest.handle import Store
@@ -166,10 +166,9 @@ def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_
     if use_documents:
         try:
             if follow_up:
-                retrieval_query, hits = retrieve_in_conversation(store, llm, message, history, k=depth,
-                                                                   site_id=site_id)
+                retrieval_query, hits = follow_up_passages(store, llm, message, history, k=depth, site_id=site_id)
             else:
-                hits = retrieve_distinct(store, prepare_query(store.embedder, message), k=depth, site_id=site_id)
+                hits = distinct_passage_hits(store, prepare_query(store.embedder, message), k=depth, site_id=site_id)
         except LLMError:
             raise  # the model condensing the follow-up failed: the caller reports it as any model failure
         except Exception:
@@ -211,8 +210,8 @@ def prepare_turn(store: Store, llm: Callable[[], LLM], message: str, *, session_
     )
 
 
-def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str, history: Sequence[dict[str, Any]], *, k: int,
-                              site_id: str | None) -> tuple[str, list[ChunkHit]]:
+def follow_up_passages(store: Store, llm: Callable[[], LLM], message: str, history: Sequence[dict[str, Any]], *,
+                       k: int, site_id: str | None) -> tuple[str, list[ChunkHit]]:
     """(retrieval query, hits) of a message in a conversation: folded with it only when it depends on it.
 
     The message is searched on its own and, after an earlier question, folded with the conversation
@@ -225,13 +224,13 @@ def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str,
     (`with_cited_passages`). Measured on the multi-turn set (eval/bench_multiturn.py).
     """
     query = prepare_query(store.embedder, message)  # its language, configs and vector serve every step below
-    alone = retrieve_distinct(store, query, k=k, site_id=site_id)
+    alone = distinct_passage_hits(store, query, k=k, site_id=site_id)
     if not any(m["role"] == "user" for m in history):
         return message, alone
     folded = llm().condense(history, message)
     if not folded or folded == message:
         return message, alone
-    contextual = retrieve_distinct(store, folded, k=k, site_id=site_id)
+    contextual = distinct_passage_hits(store, folded, k=k, site_id=site_id)
     if not contextual:
         return message, alone
     if not alone or alone[0].chunk_id == contextual[0].chunk_id:
@@ -248,16 +247,16 @@ def retrieve_in_conversation(store: Store, llm: Callable[[], LLM], message: str,
     return folded, with_cited_passages(store, folded, contextual, history, k=k, site_id=site_id)
 
 
-def retrieve_distinct(store: Store, query: str | PreparedQuery, *, k: int, site_id: str | None) -> list[ChunkHit]:
+def distinct_passage_hits(store: Store, query: str | PreparedQuery, *, k: int, site_id: str | None) -> list[ChunkHit]:
     """The top hits of k distinct passages, with their repeats in other sites (searching every site).
 
     The same file ingested into several sites fills k hits with copies of fewer passages; then the
     search is asked once more for deeper hits, so the answer still has k passages to choose from.
     """
-    hits = retrieve(store, query, k=k, site_id=site_id)
+    hits = top_chunks(store, query, k=k, site_id=site_id)
     if len(hits) < k or len(distinct_passages(hits)[0]) == len(hits):
         return hits
-    return with_repeats(retrieve(store, query, k=k * REPEAT_DEPTH, site_id=site_id), k)
+    return with_repeats(top_chunks(store, query, k=k * REPEAT_DEPTH, site_id=site_id), k)
 
 
 def with_cited_passages(store: Store, query: str, hits: Sequence[ChunkHit], history: Sequence[dict[str, Any]],

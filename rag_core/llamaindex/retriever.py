@@ -151,7 +151,7 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def search_fusion(handle: Store) -> Fusion:
+def fusion_of_search(handle: Store) -> Fusion:
     """The fusion and relevance floor search ranks with (SearchEngine's), so nodes come as search lists them."""
     fusion = fusion_for(handle.embedder_name)
     if fusion.cosine_floor is None:
@@ -178,7 +178,7 @@ def retrieve_nodes(handle: Store, query: str, *, k: int, mode: str, scope: dict[
         emb = embed_query(handle.embedder, text) if mode != "fulltext" else None
     # The fusion (and relevance floor) `Workbench.search` ranks with: a notebook's nodes come best first with
     # the scores search reports. The default fusion ranked another embedder's hits in another order.
-    hits = rank_chunks(handle.reads, text, emb, k=k, mode=mode, fusion=search_fusion(handle), **scope)
+    hits = rank_chunks(handle.reads, text, emb, k=k, mode=mode, fusion=fusion_of_search(handle), **scope)
     return hits_to_nodes(handle, hits)
 
 

@@ -1,5 +1,5 @@
-"""Top chunks of a query for chat and the chat-memory context (`Workbench.retrieve`), ranked by hybrid.py,
-the query prepared once for them (`prepare_query`), and the cache of query vectors that search (service.py) shares."""
+"""Top chunks of a query (`retrieve_chunks`: the one path behind `Workbench.retrieve` and chat's retrieval), ranked
+by hybrid.py, the query prepared once for them (`prepare_query`), and the cache of query vectors search shares."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rag_core.db.database import Connections
 from rag_core.search.fusion import DEFAULT_FUSION, Fusion
 from rag_core.errors import IndexUnavailable
 from rag_core.search.hybrid import check_indexed, rank_chunks
+from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings
 from rag_core.search.query import PreparedQuery
 from rag_core.search.types import ChunkHit
 
@@ -115,10 +116,13 @@ def prepare_query(embedder: BaseEmbedding | None, query: str | PreparedQuery) ->
     return PreparedQuery(text, (lambda t: embed_query(embedder, t)) if embedder is not None else None)
 
 
-def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str | PreparedQuery, *, k: int = 5,
-                    site_id: str | None = None, sources: Sequence[str] | None = None,
-                    mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION, **filters: Any) -> list[ChunkHit]:
+def retrieve_chunks(db: Connections, embedder: BaseEmbedding | None, query: str | PreparedQuery, *, k: int = 5,
+                    site_id: str | None = None, sources: Sequence[str] | None = None, mode: str = "hybrid",
+                    fusion: Fusion = DEFAULT_FUSION, planner: PlannerSettings = DEFAULT_PLANNER,
+                    **filters: Any) -> list[ChunkHit]:
     """Top-k chunks by hybrid retrieval (dense + BM25, fused); `similarity` stays the cosine.
+
+    The one path to top-k chunks: `SearchEngine.retrieve` (Workbench.retrieve) and chat's steps call it.
 
     Args:
         query: a string, or a PreparedQuery (prepare_query) that several searches of one chat turn share.
@@ -130,9 +134,10 @@ def retrieve_chunks(db: Connections, embedder: BaseEmbedding, query: str | Prepa
         return []
     if sources:
         wanted = set(sources)
-        hits = rank_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, **filters)
+        hits = rank_chunks(db, q, None, k=max(k * 4, 20), site_id=site_id, mode=mode, fusion=fusion, planner=planner,
+                           **filters)
         return [h for h in hits if h.source in wanted][:k]
-    return rank_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, **filters)
+    return rank_chunks(db, q, None, k=k, site_id=site_id, mode=mode, fusion=fusion, planner=planner, **filters)
 
 
 # Some chunks and their neighbours in their documents, most similar to a query vector first (exact cosine).

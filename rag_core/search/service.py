@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 import psycopg
@@ -29,12 +29,12 @@ from rag_core.providers.rerankers import Reranker, build_reranker
 from rag_core.search.cache import build_search_cache
 from rag_core.search.fusion import DEFAULT_FUSION, Fusion, cosine_floor
 from rag_core.search.highlight import Highlight, highlight_texts
-from rag_core.search.hybrid import CoreResult, DocumentHit, check_indexed, rank_chunks, rank_documents
+from rag_core.search.hybrid import CoreResult, DocumentHit, check_indexed, rank_documents
 from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings
 from rag_core.search.query import PreparedQuery
 from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
-from rag_core.search.retrieval import prepare_query
+from rag_core.search.retrieval import prepare_query, retrieve_chunks
 from rag_core.search.suggestions import HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
@@ -159,14 +159,23 @@ class SearchEngine:
         return prepare_query(self._embedder(), query)
 
     def retrieve(self, query: str | PreparedQuery, *, k: int = 5, site_id: str | None = None, mode: str = "hybrid",
-                 **filters: Any) -> list[ChunkHit]:
-        """Top-k chunks for a query (what chat reads, as Workbench.retrieve), ranked by the statement `search` uses."""
-        q = self.prepare(query) if isinstance(query, str) else query
-        if not q.text or k <= 0:
-            return []
+                 sources: Sequence[str] | None = None, **filters: Any) -> list[ChunkHit]:
+        """Top-k chunks for a query, ranked by the statement `search` uses (what chat reads: Workbench.retrieve).
+
+        Args:
+            query: a string, or the PreparedQuery of `prepare` that several searches share.
+            mode: hybrid, semantic or fulltext.
+            sources: keep only chunks of these sources (exact source names).
+            filters: types, date_from, date_to, source (a prefix or part of it).
+        """
+        if mode != "hybrid" or filters:  # checked as a search checks them: a bad mode or date names the fix
+            checked = validate_search("filters", mode=mode, **filters)
+            mode = checked.mode
+            filters = {"types": checked.types, "date_from": checked.date_from, "date_to": checked.date_to,
+                       "source": checked.source}
         self._check_store()
-        return rank_chunks(self.reads, q, None, k=k, site_id=site_id, mode=mode, fusion=self.retrieval_fusion,
-                             planner=self.planner, **filters)
+        return retrieve_chunks(self.reads, self._embedder(), query, k=k, site_id=site_id, sources=sources, mode=mode,
+                               fusion=self.retrieval_fusion, planner=self.planner, **filters)
 
     # ----- the search -----
     def search(self, query: Any, *, mode: Any = "hybrid", limit: Any = 10, page: Any = 1, types: Any = None,

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from rag_core.chat.turn import retrieve_distinct
+from rag_core.chat.turn import distinct_passage_hits
 
 SHARED = [
     {"source": "shared/quillfeather-kiln.md", "title": "Quillfeather kiln",
@@ -51,7 +51,7 @@ def test_one_site_sources_name_that_site_only(wb, two_sites, session_id) -> None
 
 
 def test_repeats_across_sites_do_not_take_the_place_of_other_passages(wb, two_sites) -> None:
-    hits = retrieve_distinct(wb.store, "quillfeather kiln glaze", k=2, site_id=None)
+    hits = distinct_passage_hits(wb.store, "quillfeather kiln glaze", k=2, site_id=None)
 
     assert {h.source for h in hits} == {s["source"] for s in SHARED}
     assert {h.site_id for h in hits} == set(two_sites)

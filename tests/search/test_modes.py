@@ -6,6 +6,9 @@ import re
 
 import pytest
 
+from rag_core.chat.context import top_chunks
+from rag_core.errors import InvalidQuery
+
 
 def paths(response: dict) -> list[str]:
     return [r["file_path"] for r in response["results"]]
@@ -115,6 +118,22 @@ def test_retrieve_is_hybrid_and_keeps_cosine_similarity(wb, corpus_site) -> None
     assert hits[0].source == "ru/fire.md"
     assert hits[0].fulltext_rank == 1 and 0.0 < hits[0].similarity <= 1.0
     assert wb.retrieve("anything", k=3, site_id="t-no-such-site-at-all") == []
+
+
+def test_retrieve_is_the_one_path_to_top_chunks(wb, corpus_site) -> None:
+    """Workbench.retrieve (search's) and chat's steps rank alike; it takes a mode, the search filters and sources."""
+    text = "fire alarm systems"
+    hits = wb.retrieve(text, k=5, site_id=corpus_site)
+    assert [(h.chunk_id, h.score) for h in top_chunks(wb.store, text, k=5, site_id=corpus_site)] == \
+        [(h.chunk_id, h.score) for h in hits]
+    wanted = hits[-1].source
+    assert {h.source for h in wb.retrieve(text, k=2, site_id=corpus_site, sources=[wanted])} == {wanted}
+    fulltext = wb.retrieve(text, k=5, site_id=corpus_site, mode="fulltext", source="en/")
+    assert fulltext and all(h.source.startswith("en/") and h.dense_rank is None for h in fulltext)
+    with pytest.raises(InvalidQuery, match="Unknown search mode 'vector'"):
+        wb.retrieve(text, site_id=corpus_site, mode="vector")
+    with pytest.raises(InvalidQuery, match="date_from '31.12.2024' is not a date"):
+        wb.retrieve(text, site_id=corpus_site, date_from="31.12.2024")
 
 
 def test_max_chunks_and_no_context(wb, site) -> None:
