@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from llama_index.core.llms.llm import LLM as LlamaLLM
     from llama_index.core.vector_stores.types import MetadataFilters
 
-    from rag_core.chat.sessions import SessionsDeleted
+    from rag_core.chat.sessions import ChatMessage, SessionsDeleted
     from rag_core.llamaindex.engines import CitingChatEngine, CitingQueryEngine
     from rag_core.llamaindex.retriever import WorkbenchRetriever
     from rag_core.llamaindex.vector_store import WorkbenchVectorStore
@@ -217,8 +217,14 @@ class Workbench:
     retrieve_context = _calls("assistant", ChatService.context)
     chat_history = _calls("sessions", SessionService.history)
     chat_append = _calls("sessions", SessionService.append)
-    add_chat_message = _calls("sessions", SessionService.append_external)
     chat_reset = _calls("sessions", SessionService.delete)
+
+    def add_chat_message(self, user_id: str, site_id: str, role: str, message: str) -> ChatMessage:
+        """Deprecated: `chat_append(role=..., content=..., user_id=..., site_id=...)` is the one verb for storing
+        a message."""
+        warnings.warn("Workbench.add_chat_message is deprecated; use chat_append(role=role, content=message, "
+                      "user_id=user_id, site_id=site_id).", DeprecationWarning, stacklevel=2)
+        return self.chat_append(role=role, content=message, user_id=user_id, site_id=site_id)
 
     def delete_session(self, session_id: str) -> SessionsDeleted:
         """Deprecated: `chat_reset(session_id, missing_ok=False)` is the one verb for deleting a conversation."""

@@ -207,7 +207,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
     def add_chat_message(body: s.ChatMessageIn, caller: Caller, wb: WorkbenchDep) -> dict[str, Any]:
         """Store one message of a user on a site (role 'user' or 'ai') for the context and the 30-day history."""
         caller.require_site(body.site_id)
-        message = wb.add_chat_message(body.user_id, body.site_id, body.role, body.message)
+        message = wb.chat_append(role=body.role, content=body.message, user_id=body.user_id, site_id=body.site_id)
         return {k: message[k] for k in ("id", "session_id", "site_id", "user_id", "role", "content")} | {
             "created_at": message["created_at"].isoformat()}
 

@@ -89,23 +89,35 @@ class SessionService:
             raise InvalidInput(f"limit is {limit}; choose between 1 and 1000 messages.")
         return sessions.history(self.store.db, session_id, int(limit))
 
-    def append(self, session_id: str, role: str, content: str,
-               sources: list[dict[str, Any]] | None = None) -> ChatMessage:
-        """Store one message in a session (created on first use); role is user, assistant or system."""
+    def append(self, session_id: str | None = None, role: str = "", content: str = "",
+               sources: list[dict[str, Any]] | None = None, *, user_id: str | None = None,
+               site_id: str | None = None) -> ChatMessage:
+        """Store one message in a conversation (created on first use).
+
+        By session id, role user, assistant or system; or, with `user_id` and `site_id` instead of a session id,
+        in an external workflow's conversation of that user on that site, role 'user' or 'ai' (the chat memory
+        that `ChatService.context` reads).
+        """
+        if session_id is None:
+            return self._append_for_workflow(user_id, site_id, role, content, sources)
+        if user_id is not None or site_id is not None:
+            raise InvalidInput("Give a session_id, or a user_id and site_id for an external workflow's "
+                               "conversation, not both.")
         message = sessions.append_message(self.store.db, sessions.check_chat_session_id(session_id), role, content,
                                           sources=sources)
         self._written()
         return message
 
-    def append_external(self, user_id: str, site_id: str, role: str, message: str) -> ChatMessage:
-        """Store an external workflow's message (role 'user' or 'ai') for one user on one site."""
+    def _append_for_workflow(self, user_id: str | None, site_id: str | None, role: str, content: str,
+                             sources: list[dict[str, Any]] | None) -> ChatMessage:
         mapped = {"user": "user", "ai": "assistant", "assistant": "assistant"}.get((role or "").strip().lower())
         if mapped is None:
             raise InvalidInput(f"role '{role}' is not allowed; use 'user' or 'ai'.")
         if not user_id or not str(user_id).strip() or not site_id or not str(site_id).strip():
             raise InvalidInput("user_id and site_id are required; give the user and the site of the message.")
         stored = sessions.append_message(self.store.db, sessions.external_session_id(user_id, site_id), mapped,
-                                         message, site_id=site_id, user_id=user_id, title=f"{user_id} on {site_id}")
+                                         content, sources=sources, site_id=site_id, user_id=user_id,
+                                         title=f"{user_id} on {site_id}")
         self._written()
         return stored
 

@@ -40,11 +40,11 @@ def test_append_history_reset_and_sessions(wb, session_id) -> None:
 
 def test_retrieve_context_formats_knowledge_and_recent_conversation(wb, docs_site) -> None:
     user, other = f"u-{uuid.uuid4().hex[:6]}", f"u-{uuid.uuid4().hex[:6]}"
-    wb.add_chat_message(user, docs_site, "user", "Hello, how is search built?")
-    wb.add_chat_message(user, docs_site, "ai", "It fuses full-text and vector ranks.")
-    wb.add_chat_message(other, docs_site, "user", "Someone else's secret question")
+    wb.chat_append(role="user", content="Hello, how is search built?", user_id=user, site_id=docs_site)
+    wb.chat_append(role="ai", content="It fuses full-text and vector ranks.", user_id=user, site_id=docs_site)
+    wb.chat_append(role="user", content="Someone else's secret question", user_id=other, site_id=docs_site)
     for i in range(12):
-        wb.add_chat_message(other, docs_site, "user", f"filler {i}")
+        wb.chat_append(role="user", content=f"filler {i}", user_id=other, site_id=docs_site)
 
     wide = wb.variant(chat_similarity_floor=0.0)
     context = wide.retrieve_context(user, docs_site, "Where is hybrid search implemented?")
@@ -61,4 +61,28 @@ def test_retrieve_context_formats_knowledge_and_recent_conversation(wb, docs_sit
     last = wb.retrieve_context(other, docs_site, "").splitlines()
     assert len(last) == 1 + 8 and last[-1] == "User: filler 11"  # RAG_CHAT_HISTORY_MESSAGES=8, within 5..10
     with pytest.raises(InvalidInput, match="use 'user' or 'ai'"):
-        wb.add_chat_message(user, docs_site, "bot", "x")
+        wb.chat_append(role="bot", content="x", user_id=user, site_id=docs_site)
+
+
+def test_chat_append_stores_a_workflow_message_by_user_and_site(wb, docs_site) -> None:
+    """One verb for storing a message: by session id, or by an external workflow's user and site (role 'ai')."""
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    stored = wb.chat_append(role="ai", content="Noted.", user_id=user, site_id=docs_site)
+    assert (stored["role"], stored["user_id"], stored["site_id"]) == ("assistant", user, docs_site)
+    assert [m["content"] for m in wb.chat_history(stored["session_id"])] == ["Noted."]
+    with pytest.raises(InvalidInput, match="user_id and site_id are required"):
+        wb.chat_append(role="user", content="x", user_id=user)
+    with pytest.raises(InvalidInput, match="not both"):
+        wb.chat_append(stored["session_id"], "user", "x", user_id=user, site_id=docs_site)
+    assert len(wb.chat_history(stored["session_id"])) == 1
+    wb.chat_reset(stored["session_id"])
+
+
+def test_add_chat_message_is_a_deprecated_chat_append(wb, docs_site) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    with pytest.warns(DeprecationWarning, match=r"use chat_append\(role=role, content=message, user_id=user_id"):
+        old = wb.add_chat_message(user, docs_site, "ai", "The same message.")
+    new = wb.chat_append(role="ai", content="The same message.", user_id=user, site_id=docs_site)
+    same = ("session_id", "site_id", "user_id", "role", "content")
+    assert [old[k] for k in same] == [new[k] for k in same]
+    wb.chat_reset(old["session_id"])

@@ -59,7 +59,7 @@ def test_chat_memory_sessions_are_written_only_by_chat_memory(wb, docs_site) -> 
         with pytest.raises(InvalidInput, match="chat-memory"):
             write()
     assert wb.get_session(sid) is None
-    wb.add_chat_message("u-1", docs_site, "user", "mine")
+    wb.chat_append(role="user", content="mine", user_id="u-1", site_id=docs_site)
     assert [m["content"] for m in wb.chat_history(sid)] == ["mine"]
     wb.chat_reset(sid)
 
