@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -155,3 +157,61 @@ def test_a_cycle_is_reported():
     edges = {"rag_core.chat": {"rag_core.search": "a:1"}, "rag_core.search": {"rag_core.chat": "b:2"},
              "rag_core.db": {}}
     assert cycles(edges) == [["rag_core.chat", "rag_core.search"]]
+
+
+# ----- one verb per operation (docs/architecture.md) -----
+DOC = ROOT.parent / "docs" / "architecture.md"
+VERB_PREFIXES = ("search", "retrieve")  # the retrieval verbs whose names were reused for other things
+
+
+def verb_table() -> list[tuple[str, list[str]]]:
+    """(verb, owners as module:qualname) of each row of the architecture page's table of verbs."""
+    section = DOC.read_text(encoding="utf-8").split("## One verb per operation", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[1].startswith("`"):
+            continue
+        owners, module = [], ""
+        for name in re.findall(r"`([^`]+)`", cells[2]):
+            if name.endswith(".py"):
+                module = "rag_core." + name[:-3].replace("/", ".")
+            elif module:
+                owners.append(f"{module}:{name}")
+        rows.append((cells[1].strip("`"), owners))
+    return rows
+
+
+def test_each_verb_of_the_table_is_the_workbench_s_and_its_owners_exist():
+    from rag_core.workbench import Workbench
+
+    rows = verb_table()
+    assert {"search", "retrieve", "retrieve_context", "as_retriever", "chat_append"} <= {v for v, _ in rows}
+    for verb, owners in rows:
+        assert callable(getattr(Workbench, verb, None)), f"The table names Workbench.{verb}, which does not exist"
+        assert owners, f"The row of {verb} names no owning function as `path.py` `name`"
+        for owner in owners:
+            module, qualname = owner.split(":")
+            target: object = importlib.import_module(module)
+            for part in qualname.split("."):
+                assert hasattr(target, part), f"The table's owner of {verb}, {owner}, does not exist"
+                target = getattr(target, part)
+
+
+def test_no_core_function_is_named_after_a_verb_it_does_not_own():
+    """`search_chunks` beside `Workbench.search`, a chat `retrieve` beside `Workbench.retrieve`: a reader took them
+    for the public operation. A core's module-level search*/retrieve* function is an owner in the table or the
+    core half of a Workbench method of the same name."""
+    from rag_core.workbench import Workbench
+
+    owners = {owner.split(":")[1] for _, found in verb_table() for owner in found}
+    wrong = []
+    for path in sources():
+        if package_of(module_name(path)) in OUTER:
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith(VERB_PREFIXES)
+                    and node.name not in owners and not hasattr(Workbench, node.name)):
+                wrong.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {node.name}")
+    assert not wrong, ("Name these after what they do (rank_..., ..._hits), or list them as the owner of a verb in "
+                       "docs/architecture.md:\n" + "\n".join(wrong))
