@@ -114,7 +114,7 @@ def test_retrieval_failure_answers_without_context_and_stores_the_turn(wb, docs_
     def fail(*args, **kwargs):
         raise RuntimeError("index exploded")
 
-    monkeypatch.setattr("rag_core.chat.turn.retrieve", fail)
+    monkeypatch.setattr("rag_core.chat.turn.top_chunks", fail)
     turn = wb.chat("Where is hybrid search implemented?", session_id=session_id, site_id=docs_site)
     assert turn.flags["retrieval_failed"] and turn.sources == []
     assert turn.answer.startswith("Note: the document search failed")
