@@ -29,10 +29,11 @@ from rag_core.search.sql import (
     COVERAGE_SQL,
     Scope,
     build_statement,
-    ranking_statement,
+    lexical_statement,
     scope_params,
     scope_sql,
     statement_params,
+    with_fixed_limits,
 )
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest
@@ -104,12 +105,21 @@ def check_indexed(db: Any, site_id: str | None) -> None:
         raise _nothing_indexed(site_id)
 
 
-def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mode: str = "fulltext") -> list[tuple]:
+def _execute(conn: Any, sql: str, params: dict[str, Any], generic: bool) -> list[tuple]:
+    """Rows of one statement; a `generic` one is prepared and planned once per connection (plan_search set
+    plan_cache_mode for the transaction), its row counts fixed in its text."""
+    if generic:
+        return conn.execute(with_fixed_limits(sql, params), params, prepare=True).fetchall()
+    return conn.execute(sql, params).fetchall()
+
+
+def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mode: str = "fulltext",
+                generic: bool = False) -> list[tuple]:
     """Run a statement whose last column says whether its full-text top is provably exact; when it
     is not (lists cut too early, e.g. many near-duplicate chunks), run it again reading deeper: once
     (`deep_depth`), and for full text alone, whose ranking is BM25's, once more (`deeper_depth`). A tier
     no deeper than the last pass ends the retries."""
-    rows = conn.execute(sql, params).fetchall()
+    rows = _execute(conn, sql, params, generic)
     tiers = [(fusion.deep_depth, fusion.deep_rescore)]
     if mode == "fulltext":
         tiers.append((fusion.deeper_depth, fusion.deeper_rescore))
@@ -117,15 +127,32 @@ def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mod
         if not rows or rows[0][-1] is not False or params["depth"] >= depth:
             break
         params = {**params, "depth": depth, "rescore": max(params["rescore"], rescore)}
-        rows = conn.execute(sql, params).fetchall()
+        rows = _execute(conn, sql, params, generic)
     return rows
 
 
-def _vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> np.ndarray | None:
-    """The vector to rank with: the one passed, else the prepared query's (none in full-text mode)."""
-    if emb is not None or mode == "fulltext":
-        return emb
-    return query.vector
+def _start_vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> None:
+    """Embed the query in the background while the planner and the full-text ranking run (hybrid, semantic)."""
+    if emb is None and mode != "fulltext":
+        query.start_vector()
+
+
+def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, scope: Scope, fusion: Fusion,
+            order: str, output: str, params: dict[str, Any]) -> list[tuple]:
+    """The statement's rows. A hybrid search first ranks the full text alone (it needs no vector, so it runs
+    while the query is embedded), then passes its candidates to the dense ranking and the fusion."""
+    generic = not scope.has_filters
+    if mode != "hybrid":
+        if mode != "fulltext":
+            params["emb"] = emb if emb is not None else query.vector
+        return _run_ranked(conn, build_statement(mode, fusion, scope, order, output), params, fusion, mode, generic)
+    lexical = _run_ranked(conn, lexical_statement(scope, order), params, fusion, mode, generic)
+    found = [r for r in lexical if r[0] is not None]
+    params = {**params, "emb": emb if emb is not None else query.vector,
+              "ft_ids": [r[0] for r in found], "ft_docs": [r[1] for r in found], "ft_scores": [r[2] for r in found],
+              "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
+              "ft_exact": lexical[0][5] if lexical else True}
+    return _execute(conn, build_statement(mode, fusion, scope, order, output, lexical_given=True), params, generic)
 
 
 def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
@@ -142,7 +169,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     start = offset if offset is not None else req.offset
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
-    emb = _vector(q, emb, req.mode)
+    _start_vector(q, emb, req.mode)
     with db.connection() as conn:
         target, languages, plan, order = plan_search(conn, scope, req.mode, fusion, planner)
         if target == 0 and not languages:
@@ -150,11 +177,10 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
         configs, texts = q.configs(languages)
         if target == 0:
             return CoreResult(0, [], {}, {}, 0.0, configs, "empty", query_texts=texts)
-        sql = build_statement(req.mode, fusion, scope, order, "documents")
-        params = statement_params(scope, fusion, configs, texts, emb)
+        params = statement_params(scope, fusion, configs, texts, None)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks,
                        "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))})
-        rows = _run_ranked(conn, sql, params, fusion, req.mode)
+        rows = _ranked(conn, q, emb, req.mode, scope, fusion, order, "documents", params)
     result = _documents_from_rows(rows, configs, plan)
     result.query_texts = texts
     q.lexemes = result.lexemes
@@ -207,16 +233,15 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     q = prepared(query)
     scope = Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
-    emb = _vector(q, emb, mode)
+    _start_vector(q, emb, mode)
     with db.connection() as conn:
         target, languages, _, order = plan_search(conn, scope, mode, fusion, planner)
         if target == 0:
             return []
         configs, texts = q.configs(languages)
-        sql = build_statement(mode, fusion, scope, order, "chunks")
-        params = statement_params(scope, fusion, configs, texts, emb)
+        params = statement_params(scope, fusion, configs, texts, None)
         params.update({"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
-        rows = _run_ranked(conn, sql, params, fusion, mode)
+        rows = _ranked(conn, q, emb, mode, scope, fusion, order, "chunks", params)
     return [ChunkHit(chunk_id=r[0], document_id=r[1], site_id=r[2], source=r[3], title=r[4], file_type=r[5],
                      chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],
@@ -254,11 +279,11 @@ def rank_fulltext(db: Any, query: str | PreparedQuery, *, k: int = 10, site_id: 
     fusion = replace(fusion, candidates=k)
     if exact:
         fusion = replace(fusion, depth=2**31 - 1, rescore=2**31 - 1)
-    sql = ranking_statement(scope)
+    sql = lexical_statement(scope)
     frag = scope_sql(scope)
     with db.connection() as conn:
         languages = [r[0] for r in conn.execute(
             f"SELECT DISTINCT s.language FROM corpus_stats s WHERE {frag['stats']}", scope_params(scope)).fetchall()]
         configs, texts = q.configs(languages)
         rows = _run_ranked(conn, sql, statement_params(scope, fusion, configs, texts, None), fusion)
-    return [(int(r[0]), float(r[1])) for r in rows], bool(rows[0][2]) if rows else True
+    return [(int(r[0]), float(r[2])) for r in rows if r[0] is not None], bool(rows[0][-1]) if rows else True

@@ -70,13 +70,16 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
                 settings: PlannerSettings = DEFAULT_PLANNER) -> Plan:
     """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
 
-    Every statement is planned for its own parameters: a generic plan cannot see the query's values and,
-    at 1M chunks, walked no index the way the custom plan does (bench_search.py at 1M).
+    Without a filter the ranking statements are planned once per connection (force_generic_plan), their
+    row counts written into their text (sql.with_fixed_limits): with the LIMITs as parameters a generic plan
+    walked no index at 1M chunks (bench_search.py at 1M). A filter's selectivity shapes the plan, so a
+    filtered search is planned for its own parameters.
     """
     frag = scope_sql(scope)
     params = scope_params(scope)
+    cache_mode = "force_custom_plan" if scope.has_filters else "force_generic_plan"
     row = conn.execute(
-        "SELECT set_config('jit', 'off', true),"
+        f"SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', '{cache_mode}', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
@@ -84,6 +87,7 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
         " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
         params,
     ).fetchone()
+    row = row[1:]
     in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
     if in_scope <= 0:
         return Plan(0, languages, "none", "exact")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 
 import numpy as np
@@ -14,6 +16,10 @@ from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 
 _CJK_RUN = re.compile("[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F]+")
 HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
+
+# Query vectors computed beside the full-text part of a search (bench_search_floor.py); a query whose
+# turn has not come is embedded by its own search instead, so the pool never makes a search wait.
+_EMBEDDERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-query-vector")
 
 
 class PreparedQuery:
@@ -29,7 +35,10 @@ class PreparedQuery:
         self._vector: np.ndarray | None = None
         self._configs: dict[frozenset[str], tuple[list[str], list[str]]] = {}
         self._lock = threading.Lock()
+        self._pending: Future[np.ndarray] | None = None
         self.lexemes: list[str] = []
+        # Milliseconds a search spent waiting for the vector (the query log's "embed" stage).
+        self.waited_ms = 0.0
 
     def __repr__(self) -> str:
         return f"PreparedQuery({self.text!r}, language={self.language!r})"
@@ -81,13 +90,26 @@ class PreparedQuery:
     def has_vector(self) -> bool:
         return self._vector is not None or self._embed is not None
 
+    def start_vector(self) -> None:
+        """Begin computing the vector in the background, so the database works on the full text meanwhile."""
+        with self._lock:
+            if self._vector is None and self._embed is not None and self._pending is None:
+                self._pending = _EMBEDDERS.submit(self._embed, self.text)
+
     @property
     def vector(self) -> np.ndarray | None:
         """The query's embedding, computed on first use (None when prepared without an embedder)."""
         if self._vector is None and self._embed is not None:
+            started = time.perf_counter()
             with self._lock:
                 if self._vector is None:
-                    self._vector = self._embed(self.text)
+                    pending, self._pending = self._pending, None
+                    # Not started yet (the pool busy with other searches' vectors): computed here instead.
+                    if pending is None or pending.cancel():
+                        self._vector = self._embed(self.text)
+                    else:
+                        self._vector = pending.result()
+            self.waited_ms += (time.perf_counter() - started) * 1000
         return self._vector
 
 

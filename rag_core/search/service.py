@@ -255,19 +255,22 @@ class SearchEngine:
         self._check_store()
         clock = _StageClock()
         q = prepared if prepared is not None and prepared.text == req.query else self.prepare(req.query)
-        emb = q.vector if req.mode != "fulltext" else None
-        clock.mark("embed")
+        waited = q.waited_ms
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
         if reranker is None:
-            core = rank_documents(self.reads, q, emb, core_req, self.fusion, planner=self.planner)
+            core = rank_documents(self.reads, q, None, core_req, self.fusion, planner=self.planner)
             documents = core.documents
         else:
             depth = max(RERANK_DEPTH, req.page * req.limit)
-            core = rank_documents(self.reads, q, emb, core_req, self.fusion, page_size=depth, offset=0,
+            core = rank_documents(self.reads, q, None, core_req, self.fusion, page_size=depth, offset=0,
                                     planner=self.planner)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
+        # The query is embedded while the database ranks its full text: "embed" is the time the search
+        # still waited for the vector, counted out of "core".
+        clock.stages["embed"] = round(q.waited_ms - waited, 3)
+        clock.stages["core"] = round(clock.stages["core"] - clock.stages["embed"], 3)
         # Highlights are marked in Python from the lexemes the statement returned; suggestions come from the
         # recent queries held in memory and, for the top hits' words, a lookup that remembers its answers.
         marks = self._highlights(q, core, documents)

@@ -202,7 +202,8 @@ _CONVEX = """fused AS (
                               0) AS cos,
                      (SELECT max(mx) FROM ftr) AS mx
               FROM ftr f FULL JOIN der d ON d.id = f.id
-              WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s) x) y
+              WHERE f.id IS NOT NULL OR 1 - d.dist >= %(floor)s
+              OFFSET 0) x) y  -- OFFSET 0: each cosine read once, though minmax's formula names it twice
 ),"""
 
 _FUSED = {
@@ -242,10 +243,7 @@ meta AS (
            (SELECT jsonb_object_agg(month, n) FROM (
                 SELECT to_char(doc_date AT TIME ZONE 'UTC', 'YYYY-MM') AS month, count(*) AS n
                 FROM facet_rows WHERE doc_date IS NOT NULL GROUP BY 1) t) AS date_facet,
-           (SELECT array_agg(lex ORDER BY lex) FROM qw
-            WHERE qw.df <= %(prefilter_df)s * (SELECT n FROM cs)
-               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs))) AS terms,
-           (SELECT array_agg(lex) FROM qw) AS lexemes
+           {terms} AS terms, {lexemes} AS lexemes
 ),
 page AS (SELECT * FROM docs WHERE doc_rank > %(offset)s ORDER BY doc_rank LIMIT %(limit)s)
 SELECT m.total, m.top_score,
@@ -266,6 +264,18 @@ WINDOW w AS (ORDER BY p.doc_rank, h.rank_in_doc)
 ORDER BY p.doc_rank, h.rank_in_doc
 """
 
+# The query's rare lexemes (the `terms` suggestions read) and all its lexemes found in scope.
+_TERMS = """(SELECT array_agg(lex ORDER BY lex) FROM qw
+            WHERE qw.df <= %(prefilter_df)s * (SELECT n FROM cs)
+               OR NOT EXISTS (SELECT 1 FROM qw q2 WHERE q2.df <= %(prefilter_df)s * (SELECT n FROM cs)))"""
+_LEXEMES = "(SELECT array_agg(lex) FROM qw)"
+
+# The full-text candidates a first statement ranked (`lexical_statement`), given back as parameters.
+_GIVEN_FTR = """ftr AS (
+    SELECT t.id, t.document_id, t.score, row_number() OVER (ORDER BY t.score DESC, t.id) AS r, max(t.score) OVER () AS mx
+    FROM unnest(%(ft_ids)s::bigint[], %(ft_docs)s::bigint[], %(ft_scores)s::float8[]) AS t(id, document_id, score)
+),"""
+
 _CHUNK_OUTPUT = """
 top AS (SELECT * FROM fused ORDER BY score DESC, id LIMIT %(k)s)
 SELECT t.id, c.document_id, c.site_id, d.source, d.title, d.file_type, c.chunk_index, c.text,
@@ -276,20 +286,26 @@ ORDER BY t.score DESC, t.id
 """
 
 
-def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, output: str) -> str:
+def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, output: str,
+                    lexical_given: bool = False) -> str:
     """The one statement for a mode: CTEs for each ranking, their fusion, then the page or top chunks.
 
     dense_order (from planner.plan_search) also says how a filter is checked: "index" looks up each row's document
     (a broad filter, in the postings walk as in the HNSW walk); "index_set" and "exact" use the set of the
-    filtered documents (a narrow one).
+    filtered documents (a narrow one). With lexical_given (hybrid only) the full-text candidates, the query's
+    terms and lexemes and the proof of the head come as parameters from `lexical_statement`, run while the
+    query was being embedded.
     """
     frag = scope_sql(scope)
     row_check = dense_order == "index"
     parts = ["WITH", frag["fd"]] if frag["fd"] and not row_check else ["WITH"]
-    if mode in ("fulltext", "hybrid") or output == "documents":
+    given = lexical_given and mode == "hybrid"
+    if given:
+        parts.append(_GIVEN_FTR)
+    elif mode in ("fulltext", "hybrid") or output == "documents":
         # The query's lexemes and their statistics; documents output reports the rare ones as `terms`.
         parts.append(_LEXEME_CTES.format(stats_scope=frag["stats"]))
-    if mode in ("fulltext", "hybrid"):
+    if mode in ("fulltext", "hybrid") and not given:
         posting_filter = frag["posting_filter_row" if row_check else "posting_filter_set"]
         parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=posting_filter))
     if mode in ("semantic", "hybrid"):
@@ -302,21 +318,44 @@ def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, o
                                         order=order))
     parts.append(_FUSED[fusion.method if mode == "hybrid" else mode])
     cos = "1 - (c.embedding <=> %(emb)b::vector)" if mode != "fulltext" else "NULL::float8"
-    ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
+    if given:
+        ft_exact, terms, lexemes = "%(ft_exact)s::boolean", "%(terms)s::text[]", "%(lexemes)s::text[]"
+    else:
+        ft_exact = "(SELECT exact FROM ft_exact)" if mode in ("fulltext", "hybrid") else "NULL::boolean"
+        terms, lexemes = _TERMS, _LEXEMES
     doc_score = _DOCUMENT_SCORE[fusion.documents]
-    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(cos=cos, ft_exact=ft_exact,
-                                                                                        doc_score=doc_score))
+    parts.append((_DOCUMENT_OUTPUT if output == "documents" else _CHUNK_OUTPUT).format(
+        cos=cos, ft_exact=ft_exact, doc_score=doc_score, terms=terms, lexemes=lexemes))
     return "\n".join(parts)
 
 
-
-
-def ranking_statement(scope: Scope) -> str:
-    """The full-text ranking alone: (chunk id, BM25 score, whether the head is provably exact), best first."""
+def lexical_statement(scope: Scope, dense_order: str = "exact") -> str:
+    """The full-text ranking alone (a hybrid search's first part, which needs no vector): its candidates
+    (id, document, BM25 score) best first, the query's terms and lexemes on every row, and last whether the
+    head is provably exact. One row with a NULL id when nothing matches."""
     frag = scope_sql(scope)
-    return "\n".join(["WITH", frag["fd"], _LEXEME_CTES.format(stats_scope=frag["stats"]),
-                      _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=frag["posting_filter_set"]),
-                      "x AS (SELECT 1) SELECT f.id, f.score, (SELECT exact FROM ft_exact) FROM ft f ORDER BY f.score DESC, f.id"])
+    row_check = dense_order == "index"
+    posting_filter = frag["posting_filter_row" if row_check else "posting_filter_set"]
+    return "\n".join([
+        "WITH", frag["fd"] if frag["fd"] and not row_check else "",
+        _LEXEME_CTES.format(stats_scope=frag["stats"]),
+        _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=posting_filter),
+        f"m AS (SELECT {_TERMS} AS terms, {_LEXEMES} AS lexemes, (SELECT exact FROM ft_exact) AS exact)",
+        "SELECT f.id, f.document_id, f.score, m.terms, m.lexemes, m.exact FROM m LEFT JOIN ft f ON true"
+        " ORDER BY f.score DESC, f.id"])
+
+
+# The row counts that shape a statement's plan (how far each index walk reads): written into the text of a
+# statement planned once for all its parameters (`with_fixed_limits`).
+PLAN_LIMITS = ("n", "depth", "rescore", "k")
+
+
+def with_fixed_limits(sql: str, params: dict[str, Any]) -> str:
+    """`sql` with its plan-shaping row counts as literals, so a generic plan knows them (integers we set)."""
+    for name in PLAN_LIMITS:
+        if name in params:
+            sql = sql.replace(f"%({name})s", str(int(params[name])))
+    return sql
 
 
 def statement_params(scope: Scope, fusion: Fusion, configs: list[str], texts: list[str], emb: np.ndarray | None) -> dict[str, Any]:

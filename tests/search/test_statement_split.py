@@ -1,0 +1,116 @@
+"""A hybrid search in two statements: the full text ranked while the query is embedded, then the dense
+ranking and the fusion with the full-text candidates passed in. Same results as the one statement that did
+both, and an unfiltered search planned once per connection."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Iterator
+
+import pytest
+
+from rag_core.search import hybrid
+from rag_core.search.fusion import fusion_for
+from rag_core.search.planner import plan_search
+from rag_core.search.query import PreparedQuery
+from rag_core.search.retrieval import prepare_query
+from rag_core.search.sql import Scope, build_statement, statement_params
+from rag_core.search.validation import validate_search
+
+QUERIES = ["fire alarm systems", "automatic doors evacuation", "пожарной сигнализации", "富士山の標高",
+           "budget for the school", "梅雨の時期"]
+
+
+class OneConnection:
+    """The reads of a search on one connection the test holds (to look at what was prepared on it)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        yield self.conn
+
+
+def _single_statement(wb, text: str, site: str, output: str, filters: dict[str, Any]) -> list[tuple]:
+    """Rows of the one statement that ranked the full text, the vectors and their fusion together."""
+    q = prepare_query(wb.embedder, text)
+    scope = Scope(site, tuple(filters.get("types", ())), source=filters.get("source"))
+    fusion = fusion_for(wb.store.embedder_name)
+    fusion = replace(fusion, candidates=max(fusion.candidates, 30 if output == "documents" else 20))
+    with wb.reads.connection() as conn:
+        _, languages, _, order = plan_search(conn, scope, "hybrid", fusion)
+        configs, texts = q.configs(languages)
+        params = statement_params(scope, fusion, configs, texts, q.vector)
+        if output == "documents":
+            params.update({"offset": 0, "limit": 10, "max_chunks": 3, "prove": min(fusion.candidates, 10)})
+        else:
+            params.update({"k": 10, "prove": 10})
+        return hybrid._run_ranked(conn, build_statement("hybrid", fusion, scope, order, output), params, fusion, "hybrid")
+
+
+@pytest.mark.parametrize("filters", [{}, {"source": "en/"}, {"types": ["txt"]}])
+def test_the_split_hybrid_search_ranks_like_the_single_statement(wb, corpus_site: str, filters: dict) -> None:
+    fusion = fusion_for(wb.store.embedder_name)
+    for text in QUERIES:
+        req = validate_search(text, site_id=corpus_site, **filters)
+        split = hybrid.rank_documents(wb.reads, prepare_query(wb.embedder, text), None, req, fusion)
+        single = hybrid._documents_from_rows(_single_statement(wb, text, corpus_site, "documents", filters), [], "")
+        view = [(d.document_id, round(d.score, 9), [(c.chunk_id, round(c.score, 9)) for c in d.chunks])
+                for d in split.documents]
+        assert view == [(d.document_id, round(d.score, 9), [(c.chunk_id, round(c.score, 9)) for c in d.chunks])
+                        for d in single.documents], text
+        assert (split.total, split.terms, split.lexemes, split.document_types) == \
+            (single.total, single.terms, single.lexemes, single.document_types), text
+        hits = hybrid.rank_chunks(wb.reads, prepare_query(wb.embedder, text), None, k=10, site_id=corpus_site, fusion=fusion,
+                                    types=filters.get("types", ()), source=filters.get("source"))
+        rows = _single_statement(wb, text, corpus_site, "chunks", filters)
+        assert [(h.chunk_id, round(h.score, 9)) for h in hits] == [(r[0], round(float(r[12]), 9)) for r in rows], text
+
+
+def test_a_hybrid_search_ranks_its_full_text_while_the_query_is_embedded(wb, corpus_site: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedding waits for the full-text statement to have run: a search that embedded first would
+    leave it waiting until its timeout."""
+    ranked = threading.Event()
+    real_execute = hybrid._execute
+
+    def execute(conn: Any, sql: str, params: dict[str, Any], generic: bool) -> list[tuple]:
+        rows = real_execute(conn, sql, params, generic)
+        if "ft_scores" not in sql:  # the full-text statement (the second one takes its candidates)
+            ranked.set()
+        return rows
+
+    monkeypatch.setattr(hybrid, "_execute", execute)
+    seen: list[tuple[bool, str]] = []
+
+    def embed(text: str):
+        seen.append((ranked.wait(timeout=10), threading.current_thread().name))
+        return wb.embedder.get_query_embedding(text)
+
+    response = wb.search_engine.search(PreparedQuery("fire alarm systems", embed), site_id=corpus_site,
+                                       use_cache=False)
+    assert response["results"][0]["file_path"] == "en/fire.md"
+    assert len(seen) == 1 and seen[0][0], "the query was embedded before its full text was ranked"
+    assert seen[0][1].startswith("rag-query-vector")
+
+
+def test_an_unfiltered_search_is_planned_once_per_connection_a_filtered_one_each_time(wb, corpus_site: str) -> None:
+    fusion = fusion_for(wb.store.embedder_name)
+    with wb.db.connection() as conn:
+        conn.execute("DEALLOCATE ALL")
+        one = OneConnection(conn)
+        for text in QUERIES[:4]:
+            hybrid.rank_documents(one, prepare_query(wb.embedder, text), None,
+                                    validate_search(text, site_id=corpus_site), fusion)
+        plans = conn.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements").fetchall()
+        ranking = [(g, c) for s, g, c in plans if "postings" in s or "ftr AS" in s]
+        assert len(ranking) == 2 and all(g == 4 and c == 0 for g, c in ranking), [(s[:80], g, c) for s, g, c in plans]
+        conn.execute("DEALLOCATE ALL")
+        for text in QUERIES * 2:  # past psycopg's threshold for preparing a statement by itself
+            hybrid.rank_documents(one, prepare_query(wb.embedder, text), None,
+                                    validate_search(text, site_id=corpus_site, source="en/"), fusion)
+        plans = conn.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements").fetchall()
+        assert all(g == 0 for s, g, _ in plans if "postings" in s or "ftr AS" in s), plans
