@@ -30,8 +30,11 @@ class PlannerSettings:
     # A scope of more than count_max_docs documents tells a filter's breadth from a sample of sample_docs first.
     count_max_docs: int = 50_000
     sample_docs: int = 4000
-    # The sample alone decides a narrow filter when its estimate is at most this share of the narrow bound.
+    # The sample alone decides a narrow filter when its estimate is at most this share of the narrow bound,
+    # a broad one when it is past sample_broad times the bound (a wrong side costs time, never results;
+    # the count it saves read up to row_check_max documents: bench_search.py, one-corpus filter at 165K).
     sample_narrow: float = 0.8
+    sample_broad: float = 1.25
     # hnsw.ef_search grows with the chunks indexed per ef_scale_chunks, up to 4x (bench_search.py's HNSW recall).
     ef_scale_chunks: int = 250_000
     # Most tuples an HNSW iterative scan may visit looking for rows that pass a filter.
@@ -135,7 +138,7 @@ def filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_
         estimate = int(in_scope * kept / chunks) if enough and chunks else 0
         bound = settings.narrow_bound(in_scope)
         if estimate > 2 * settings.exact_scan_limit(everything) and (
-                estimate > 2 * bound or estimate <= settings.sample_narrow * bound):
+                estimate > settings.sample_broad * bound or estimate <= settings.sample_narrow * bound):
             return estimate
     return int(conn.execute(
         f"SELECT coalesce(sum(x.n), 0) FROM (SELECT d.chunk_count AS n FROM documents d WHERE {frag['doc']}"

@@ -256,18 +256,20 @@ def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site) -> Non
             counted.append("LIMIT greatest" in sql)
             return self.conn.execute(sql, params)
 
-    def prepared(scope: hybrid.Scope, row_check_max: int) -> tuple[int, str]:
+    def prepared(scope: hybrid.Scope, row_check_max: int, share: float = 0.5) -> tuple[int, str]:
         counted.clear()
         with wb.db.connection() as conn:
             target, _, _, order = plan_search(Recorder(conn), scope, "hybrid", fusion,
-                                              replace(sampled, row_check_max=row_check_max))
+                                              replace(sampled, row_check_max=row_check_max, row_check_share=share))
         return target, order
 
     broad = hybrid.Scope(site, types=("md", "txt", "csv"))  # 5 of the 6 one-chunk documents
     # The sample decides (a count would have stopped at 2 documents): broad, each row looked up.
     assert prepared(broad, 1) == (5, "index") and not any(counted)
-    # Near the narrow bound (half the scope, 3 documents) by the sample: counted up to the bound plus one.
-    assert prepared(broad, 10**6) == (4, "index") and any(counted)
+    # Past the bound (half the scope, 3 documents) by more than sample_broad: broad without a count.
+    assert prepared(broad, 10**6) == (5, "index") and not any(counted)
+    # Near the bound (0.7 of the scope, 4.2 documents): counted up to the bound plus one.
+    assert prepared(broad, 10**6, share=0.7) == (5, "index") and any(counted)
     # Well under the bound by the sample: narrow without a count, the filtered set is hashed.
     assert prepared(hybrid.Scope(site, types=("csv",)), 10**6) == (1, "index_set") and not any(counted)
     assert prepared(hybrid.Scope(site, date_from=dt.date(2030, 1, 1)), 1)[0] == 0
