@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,9 @@ def main() -> None:
             runs.append(one_run(wb, sample, args.site))
             print(json.dumps(runs[-1]))
         chunks = wb.status(site_id=args.site)["chunks"]
-    report = {"database": args.db, "site": args.site, "chunks": chunks, "embedder": wb.embedder_name,
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                          capture_output=True, text=True).stdout.strip()
+    report = {"code": code, "database": args.db, "site": args.site, "chunks": chunks, "embedder": wb.embedder_name,
               "queries_per_run": args.queries, "runs": runs,
               "median ratio of p50s": statistics.median(r["ratio of p50s"] for r in runs),
               "median hybrid p50": statistics.median(r["hybrid search"]["p50"] for r in runs),
