@@ -158,8 +158,8 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
 
 
 def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
-                     fusion: Fusion = DEFAULT_FUSION, page_size: int | None = None,
-                     offset: int | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> CoreResult:
+                   fusion: Fusion = DEFAULT_FUSION, page_size: int | None = None,
+                   offset: int | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> CoreResult:
     """One page of documents for a validated request (emb is None in full-text mode, or taken from a
     PreparedQuery when it is None).
 
@@ -224,9 +224,9 @@ def _clip(value: float | None) -> float:
 
 
 def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, k: int = 5,
-                  site_id: str | None = None, mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION,
-                  types: Sequence[str] = (), date_from: dt.date | None = None, date_to: dt.date | None = None,
-                  source: str | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> list[ChunkHit]:
+                site_id: str | None = None, mode: str = "hybrid", fusion: Fusion = DEFAULT_FUSION,
+                types: Sequence[str] = (), date_from: dt.date | None = None, date_to: dt.date | None = None,
+                source: str | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> list[ChunkHit]:
     """Top-k chunks (several may come from one document): what chat and Workbench.retrieve use.
 
     types, date_from, date_to and source narrow the documents as in `rank_documents`; emb None takes a
@@ -269,8 +269,8 @@ def term_coverage(db: Any, query: str | PreparedQuery, hits: Sequence[ChunkHit])
 
 
 def rank_fulltext(db: Any, query: str | PreparedQuery, *, k: int = 10, site_id: str | None = None,
-                     types: Sequence[str] = (), fusion: Fusion = DEFAULT_FUSION,
-                     exact: bool = False) -> tuple[list[tuple[int, float]], bool]:
+                  types: Sequence[str] = (), fusion: Fusion = DEFAULT_FUSION,
+                  exact: bool = False) -> tuple[list[tuple[int, float]], bool]:
     """The full-text ranking alone: ([(chunk id, BM25 score)] best first, whether it is provably exact).
 
     With exact=True every posting of every query lexeme is read and scored (the reference the
