@@ -86,10 +86,6 @@ class PreparedQuery:
             found = self._configs[key] = (configs, [self.text_for(cfg) for cfg in configs])
         return list(found[0]), list(found[1])
 
-    @property
-    def has_vector(self) -> bool:
-        return self._vector is not None or self._embed is not None
-
     def start_vector(self) -> None:
         """Begin computing the vector in the background, so the database works on the full text meanwhile."""
         with self._lock:
