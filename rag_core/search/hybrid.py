@@ -30,6 +30,7 @@ from rag_core.search.sql import (
     Scope,
     build_statement,
     lexical_statement,
+    number_array,
     scope_params,
     scope_sql,
     statement_params,
@@ -151,7 +152,8 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
     lexical = _run_ranked(conn, lexical_statement(scope, order), params, fusion, mode, generic)
     found = [r for r in lexical if r[0] is not None]
     params = {**params, "emb": emb if emb is not None else query.vector,
-              "ft_ids": [r[0] for r in found], "ft_docs": [r[1] for r in found], "ft_scores": [r[2] for r in found],
+              "ft_ids": number_array(r[0] for r in found), "ft_docs": number_array(r[1] for r in found),
+              "ft_scores": number_array(r[2] for r in found),
               "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
               "ft_exact": lexical[0][5] if lexical else True}
     return _execute(conn, build_statement(mode, fusion, scope, order, output, lexical_given=True), params, generic)

@@ -345,6 +345,13 @@ def lexical_statement(scope: Scope, dense_order: str = "exact") -> str:
         " ORDER BY f.score DESC, f.id"])
 
 
+def number_array(values: Any) -> str:
+    """A PostgreSQL array literal of numbers for a `%(x)s::bigint[]` or `::float8[]` parameter: psycopg dumps a
+    list element by element, a cost on a hybrid search's path after its vector is ready (bench_search_floor.py).
+    repr() of a float reads back as the same double."""
+    return "{" + ",".join(repr(float(v)) if isinstance(v, float) else str(int(v)) for v in values) + "}"
+
+
 # The row counts that shape a statement's plan (how far each index walk reads): written into the text of a
 # statement planned once for all its parameters (`with_fixed_limits`).
 PLAN_LIMITS = ("n", "depth", "rescore", "k")

@@ -16,7 +16,7 @@ from rag_core.search.fusion import fusion_for
 from rag_core.search.planner import plan_search
 from rag_core.search.query import PreparedQuery
 from rag_core.search.retrieval import prepare_query
-from rag_core.search.sql import Scope, build_statement, statement_params
+from rag_core.search.sql import Scope, build_statement, number_array, statement_params
 from rag_core.search.validation import validate_search
 
 QUERIES = ["fire alarm systems", "automatic doors evacuation", "пожарной сигнализации", "富士山の標高",
@@ -58,16 +58,28 @@ def test_the_split_hybrid_search_ranks_like_the_single_statement(wb, corpus_site
         req = validate_search(text, site_id=corpus_site, **filters)
         split = hybrid.rank_documents(wb.reads, prepare_query(wb.embedder, text), None, req, fusion)
         single = hybrid._documents_from_rows(_single_statement(wb, text, corpus_site, "documents", filters), [], "")
-        view = [(d.document_id, round(d.score, 9), [(c.chunk_id, round(c.score, 9)) for c in d.chunks])
+        # Scores equal to the last bit: the candidates' BM25 scores reach the second statement exactly.
+        view = [(d.document_id, d.score, [(c.chunk_id, c.score, c.similarity) for c in d.chunks])
                 for d in split.documents]
-        assert view == [(d.document_id, round(d.score, 9), [(c.chunk_id, round(c.score, 9)) for c in d.chunks])
+        assert view == [(d.document_id, d.score, [(c.chunk_id, c.score, c.similarity) for c in d.chunks])
                         for d in single.documents], text
         assert (split.total, split.terms, split.lexemes, split.document_types) == \
             (single.total, single.terms, single.lexemes, single.document_types), text
         hits = hybrid.rank_chunks(wb.reads, prepare_query(wb.embedder, text), None, k=10, site_id=corpus_site, fusion=fusion,
                                     types=filters.get("types", ()), source=filters.get("source"))
         rows = _single_statement(wb, text, corpus_site, "chunks", filters)
-        assert [(h.chunk_id, round(h.score, 9)) for h in hits] == [(r[0], round(float(r[12]), 9)) for r in rows], text
+        assert [(h.chunk_id, h.score) for h in hits] == [(r[0], float(r[12])) for r in rows], text
+
+
+def test_a_number_array_reads_back_as_the_same_numbers(wb) -> None:
+    floats = [0.1, 1 / 3, 2.5e-300, 5e-324, 1.7976931348623157e308, -0.0, 12.345678901234567, 3.0]
+    ints = [0, 1, -7, 2**63 - 1, -(2**63)]
+    with wb.db.connection() as conn:
+        got_floats, got_ints = conn.execute("SELECT %s::float8[], %s::bigint[]",
+                                            (number_array(floats), number_array(ints))).fetchone()
+    assert [x.hex() for x in got_floats] == [x.hex() for x in floats]
+    assert got_ints == ints
+    assert number_array([]) == "{}"
 
 
 def test_a_hybrid_search_ranks_its_full_text_while_the_query_is_embedded(wb, corpus_site: str,
