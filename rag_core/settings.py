@@ -125,6 +125,9 @@ class RagSettings(BaseSettings):
     worker_heartbeat_sec: float = Field(default=10.0, gt=0, le=600, description="How often a worker says it is alive.")
     job_stalled_sec: float = Field(default=30.0, gt=0, le=86400,
                                    description="A worker silent this long is taken for dead: its job is queued again.")
+    job_retention_days: float = Field(default=30.0, ge=0, le=36500,
+                                      description="Finished jobs (done, failed, cancelled) older than this are "
+                                                  "deleted by the workers, with their reports; 0 keeps them.")
 
     # --- service ---
     api_keys: str = Field(default="", description="key=site_a|site_b,key2=* (sites each key may use).")

@@ -52,6 +52,10 @@ BUSY_RETRIES = 100
 BUSY_WAIT_SEC = 2
 # The least time between two progress writes of one job.
 PROGRESS_EVERY_SEC = 0.5
+# How often a worker (the one holding the recovery lock) deletes finished jobs past RAG_JOB_RETENTION_DAYS.
+CLEANUP_EVERY_SEC = 3600
+# An uploaded file no job refers to is deleted only past this age: its job is queued just after it is saved.
+ORPHAN_FILE_AGE_SEC = 3600
 
 
 def run_lock_key(job_id: int) -> tuple[int, int]:
@@ -190,6 +194,7 @@ class JobQueue:
         """Put the jobs of workers that stopped sending heartbeats back in the queue, every few seconds."""
         every = max(1.0, self.settings.job_stalled_sec / 3)
         conn: psycopg.AsyncConnection | None = None
+        cleaned_at: float | None = None
         while True:
             try:
                 if conn is None or conn.closed:
@@ -198,6 +203,9 @@ class JobQueue:
                 if got:
                     try:
                         await self._retry_stalled(app, conn)
+                        if cleaned_at is None or time.monotonic() - cleaned_at >= CLEANUP_EVERY_SEC:
+                            cleaned_at = time.monotonic()
+                            await self._remove_old_jobs(app, conn)
                     finally:
                         await conn.execute("SELECT pg_advisory_unlock(%s)", (_RECOVERY_LOCK_ID,))
             except asyncio.CancelledError:
@@ -208,6 +216,21 @@ class JobQueue:
                 log.warning("Looking for stalled jobs failed: %s", exc)
                 conn = None
             await asyncio.sleep(every)
+
+    async def _remove_old_jobs(self, app: App, conn: psycopg.AsyncConnection) -> None:
+        """Delete the jobs finished more than RAG_JOB_RETENTION_DAYS ago (procrastinate's own cleanup; our
+        progress and report rows go with them, ON DELETE CASCADE) and uploaded files no job refers to."""
+        days = self.settings.job_retention_days
+        if days <= 0:
+            return
+        await app.job_manager.delete_old_jobs(nb_hours=max(1, round(days * 24)), queue=QUEUE, include_failed=True,
+                                              include_cancelled=True, include_aborted=True)
+        removed = await conn.execute(
+            "DELETE FROM job_files f WHERE f.created_at < now() - make_interval(secs => %s) AND NOT EXISTS ("
+            " SELECT 1 FROM procrastinate_jobs p WHERE p.task_name = 'rag.upload' AND p.args->'args'->>'batch' = f.batch)",
+            (ORPHAN_FILE_AGE_SEC,))
+        if removed.rowcount:
+            log.info("Deleted %d uploaded files whose job is gone.", removed.rowcount)
 
     async def _retry_stalled(self, app: App, conn: psycopg.AsyncConnection) -> None:
         from procrastinate.jobs import Status
