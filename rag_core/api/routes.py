@@ -154,13 +154,18 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         """The process answers; it does not touch the database (see /health/ready)."""
         return {"status": "ok"}
 
-    @app.get("/health/ready", response_model=s.ReadyOut, tags=["service"],
+    @app.get("/health/ready", response_model=s.ReadyOut, response_model_exclude_unset=True, tags=["service"],
              summary="Readiness: the database answers (no key needed)",
              responses={503: {"model": s.ErrorResponse,
                               "description": "The database does not answer (DATABASE_ERROR)"}})
     def ready(wb: WorkbenchDep) -> dict[str, Any]:
-        """200 when a query on the database succeeds, 503 DATABASE_ERROR at once while it is down or restarting."""
-        return {"status": "ready", "database": wb.check_database()}
+        """200 when a query on the database succeeds, 503 DATABASE_ERROR at once while it is down or restarting;
+        with read replicas, how many serve, lag or are down (counts only: no key is needed here)."""
+        out: dict[str, Any] = {"status": "ready", "database": wb.check_database()}
+        replicas = [r["state"] for r in wb.read_replicas()]
+        if replicas:
+            out["read_replicas"] = {state: replicas.count(state) for state in ("ok", "lagging", "down")}
+        return out
 
     # ----- the workflow-service spec: documents, chat memory, context -----
     @app.post("/documents", status_code=201, response_model=s.DocumentOut, tags=["documents"],

@@ -295,9 +295,19 @@ class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class ReplicaCounts(BaseModel):
+    ok: int = Field(description="Replicas serving reads.")
+    lagging: int = Field(description="Replicas behind the primary by more than RAG_REPLICA_MAX_LAG_SEC (no reads).")
+    down: int = Field(description="Replicas that do not answer (no reads).")
+
+
 class ReadyOut(BaseModel):
     status: Literal["ready"] = "ready"
     database: Literal["ok"] = Field(default="ok", description="A query on the database succeeded.")
+    read_replicas: ReplicaCounts | None = Field(
+        default=None, description="With DATABASE_READ_URL: the replicas by state as their last check saw them "
+                                  "(reads fall back to the primary, so the service is ready with none serving); "
+                                  "`rag status` names them.")
 
 
 # A site's key is not told where the database is (the server's layout): the route leaves `database` out.

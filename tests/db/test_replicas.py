@@ -14,9 +14,11 @@ import uuid
 from typing import Iterator
 
 import pytest
+from fastapi.testclient import TestClient
 
 from pg_servers import PgServer, primary_and_replica, start_replica, statements_on, wait_for_replay, wait_until
 from rag_core import open_workbench
+from rag_core.api.rest import create_app
 from rag_core.settings import RagSettings
 
 DOCS = [
@@ -121,9 +123,16 @@ def test_a_stopped_replica_is_skipped_and_used_again_when_it_returns(cluster, rw
     assert rwb.documents(site_id=site)
     wait_until(lambda: state(rwb) == "down")
     assert rwb.read_replicas()[0]["reason"]  # the connection error, for `rag status` and the logs
+    # The service stays ready on the primary; its readiness counts the replica down, naming no server.
+    with TestClient(create_app(workbench=rwb, run_scheduler=False, warn_open=False, host_jobs=False)) as client:
+        ready = client.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "database": "ok", "read_replicas": {"ok": 0, "lagging": 0, "down": 1}}
 
     replica.start()
     wait_until(lambda: state(rwb) == "ok")
+    with TestClient(create_app(workbench=rwb, run_scheduler=False, warn_open=False, host_jobs=False)) as client:
+        assert client.get("/health/ready").json()["read_replicas"] == {"ok": 1, "lagging": 0, "down": 0}
     settled(primary, replica)
     assert top_source(rwb, "roof drains before winter", site) == "roof.md"
     assert chunk_reads(replica) > 0 and chunk_reads(primary) == 0
