@@ -238,7 +238,8 @@ def _document_openapi(app: FastAPI) -> None:
                   "413": "The request body is over its limit (PAYLOAD_TOO_LARGE)."}
         web = {**embeds, "403": "The crawl policy refused the URL (CRAWL_REFUSED).",
                "502": "The page could not be fetched (FETCH_ERROR)."}
-        specific = {"/documents": embeds, UPLOAD_PATH: embeds, "/retrieve-context": embeds, "/crawl": web, "/chat-messages": embeds,
+        specific = {"/documents": embeds, UPLOAD_PATH: embeds, "/retrieve-context": embeds, "/crawl": web,
+                    "/chat-messages": embeds,
                     "/search": {**embeds, "404": "Nothing is indexed in the site searched (INDEX_UNAVAILABLE)."},
                     "/pages": web,
                     "/chat": {**embeds, "404": "No active instruction named resource_name (NOT_FOUND).",
@@ -330,7 +331,8 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
     app.state.limiter = limiter
     app.state.ingest_budget = ingest_budget
     app.state.settings = settings
-    app.add_middleware(_RequestGuard, upload_bytes=upload_limit(settings))  # body limits, and unexpected errors answered without dropping the connection
+    # Body limits, and unexpected errors answered without dropping the connection.
+    app.add_middleware(_RequestGuard, upload_bytes=upload_limit(settings))
     _install_error_handlers(app)
     _document_openapi(app)
     _routes(app)

@@ -29,8 +29,7 @@ from rag_core.security.ids import DEFAULT_SITE
 from rag_core.workbench import Workbench
 
 from rag_core.api.access import (
-    Background, Caller, FastJSONResponse, JobPath, SessionPath, SiteQuery, UserQuery, WorkbenchDep, _client,
-    _text,
+    Background, Caller, FastJSONResponse, JobPath, SessionPath, SiteQuery, UserQuery, WorkbenchDep, _client, _text,
 )
 
 log = logging.getLogger(__name__)
@@ -219,8 +218,9 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         if background:
             return _queued(wb.enqueue_uploads(uploads, site_id=site))
         report = IngestReport([wb.ingest_bytes(name, data, site_id=site) for name, data in uploads])
+        counts = {status: report.count(status) for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
         return {"site_id": site, "files": [dataclasses.asdict(o) for o in report.outcomes], "chunks": report.chunks,
-                **{status: report.count(status) for status in ("indexed", "updated", "unchanged", "skipped", "failed")}}
+                **counts}
 
     @app.delete("/documents", response_model=s.DeletedDocuments, tags=["documents"], summary="Delete a document",
                 description=_ADMIN, responses=_ERRORS)
