@@ -27,6 +27,8 @@ MAX_SLACK_BODY_BYTES = 1_000_000
 SLACK_BODY_TIMEOUT_SEC = 10.0    # to receive that body: Slack itself wants an answer within 3 seconds
 # A document's body: its text at up to four UTF-8 bytes a character, plus room for the other fields.
 MAX_DOCUMENT_REQUEST_BYTES = 4 * MAX_DOCUMENT_CHARS + 64_000
+# An upload's form beyond its files' bytes (RAG_MAX_FILE_MB bounds those): part headers, names, the site id.
+MAX_UPLOAD_FORM_BYTES = 64_000
 
 # ----- compressed input -----
 # Office files (docx, xlsx) are zip archives: their declared sizes are checked before anything is

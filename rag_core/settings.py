@@ -69,7 +69,8 @@ class RagSettings(BaseSettings):
     # --- chunking ---
     chunk_size: int = Field(default=1000, ge=50, le=20000, description="Characters per chunk.")
     chunk_overlap: int = Field(default=150, ge=0, le=5000, description="Characters shared by neighbouring chunks.")
-    max_file_mb: float = Field(default=50.0, gt=0, description="Larger files are reported and skipped.")
+    max_file_mb: float = Field(default=50.0, gt=0, description="Larger files are reported and skipped; also what the "
+                                                                "files of one REST upload may hold together.")
 
     # --- search ---
     search_cache_ttl_sec: int = Field(default=300, ge=0, description="TTL of the identical-search cache; 0 disables.")
@@ -135,7 +136,8 @@ class RagSettings(BaseSettings):
     rate_limit: str = Field(default="120/minute", description="Requests per API key, e.g. 120/minute; off disables.")
     ingest_char_limit: str = Field(
         default="10000000/hour", description="Characters of documents one API key may send to POST /documents per "
-                                             "window (embedding costs CPU per character); off disables.")
+                                             "window (embedding costs CPU per character), uploads counted in bytes; "
+                                             "off disables.")
     redis_url: str = Field(default="", description="redis://host:6379/0 shares rate limits and the search cache "
                                                    "between workers; empty keeps them in the process.")
 

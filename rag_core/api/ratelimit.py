@@ -10,7 +10,7 @@ from limits import RateLimitItem, parse
 from limits.storage import MemoryStorage, Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 
-from rag_core.errors import ConfigError, RateLimited
+from rag_core.errors import ConfigError, InvalidInput, RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class RateLimiter:
     def __init__(self, spec: str, redis_url: str = "", *, variable: str = "RAG_RATE_LIMIT",
                  counted: str = "requests") -> None:
         self.spec = spec
+        self.variable = variable
         self.counted = counted
         self.item = parse_rate_limit(spec, variable)
         self.shared = bool(redis_url)
@@ -73,6 +74,10 @@ class RateLimiter:
         """Count `cost` (one request) of `identity`; over the limit raises RateLimited (HTTP 429, Retry-After)."""
         if self.item is None:
             return
+        if cost > self.item.amount:  # it would never fit: waiting does not help, so no 429 with a Retry-After
+            raise InvalidInput(f"This request counts {cost} {self.counted}, more than the whole limit of {self.spec} "
+                               f"per API key ({self.variable}); send less in each request, or raise {self.variable}.",
+                               details={"limit": self.spec, "cost": cost})
         try:
             allowed = self.limiter.hit(self.item, "rag", self.counted, identity, cost=max(1, cost))
             if allowed:

@@ -31,10 +31,11 @@ from rag_core.api.service_logging import configure_logging
 from rag_core.errors import (
     ConfigError, DatabaseError, RagError,
 )
-from rag_core.limits import MAX_DOCUMENT_CHARS, MAX_DOCUMENT_REQUEST_BYTES, MAX_REQUEST_BYTES
+from rag_core.limits import MAX_DOCUMENT_CHARS, MAX_DOCUMENT_REQUEST_BYTES, MAX_REQUEST_BYTES, MAX_UPLOAD_FORM_BYTES
+from rag_core.units import decimal_size
 from rag_core.workbench import Workbench
 from rag_core.settings import RagSettings, load_settings
-from rag_core.api.routes import _routes
+from rag_core.api.routes import UPLOAD_PATH, _routes
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404:
             return _error(404, "NOT_FOUND", f"No endpoint {request.method} {request.url.path}; /docs lists them.")
         if exc.status_code == 413:
-            return _too_large(request.method, request.url.path)
+            return _too_large(request.method, request.url.path, upload_limit(request.app.state.settings))
+        if exc.status_code == 400 and request.url.path == UPLOAD_PATH:  # a multipart body the parser gave up on
+            return _error(400, "INVALID_INPUT", "The body could not be read as multipart/form-data; send each file "
+                                                "as a form field named `files` (curl -F files=@report.pdf).")
         if exc.status_code == 400:  # FastAPI could not read the body (nested too deep for the JSON parser)
             return _error(400, "INVALID_QUERY" if request.url.path == "/search" else "INVALID_INPUT",
                           "The body could not be read as JSON; send one JSON object, nested a few levels at most. "
@@ -132,13 +136,27 @@ def document_char_budget(settings: RagSettings) -> RateLimiter:
     return budget
 
 
-def body_limit(method: str, path: str) -> int:
-    """The largest body a request may send: documents have their own limit, sized for MAX_DOCUMENT_CHARS."""
+def upload_limit(settings: RagSettings) -> int:
+    """The largest upload request: its files together may hold RAG_MAX_FILE_MB, the app's limit per file, so one
+    request never holds more in memory than the largest file the store accepts."""
+    return int(settings.max_file_mb * 1_000_000) + MAX_UPLOAD_FORM_BYTES
+
+
+def body_limit(method: str, path: str, upload_bytes: int) -> int:
+    """The largest body a request may send: documents and uploads have their own limits."""
+    if (method, path) == ("POST", UPLOAD_PATH):
+        return upload_bytes
     return MAX_DOCUMENT_REQUEST_BYTES if (method, path) == ("POST", "/documents") else MAX_REQUEST_BYTES
 
 
-def _too_large(method: str, path: str) -> JSONResponse:
-    limit = body_limit(method, path)
+def _too_large(method: str, path: str, upload_bytes: int) -> JSONResponse:
+    limit = body_limit(method, path, upload_bytes)
+    if (method, path) == ("POST", UPLOAD_PATH):
+        return _error(413, "PAYLOAD_TOO_LARGE",
+                      f"The upload is larger than {limit} bytes: the files of one request may hold "
+                      f"{decimal_size(limit - MAX_UPLOAD_FORM_BYTES, exact=True)} together (RAG_MAX_FILE_MB). "
+                      "Send the files in several requests, or raise RAG_MAX_FILE_MB on the server.",
+                      {"limit_bytes": limit, "setting": "RAG_MAX_FILE_MB"})
     return _error(413, "PAYLOAD_TOO_LARGE",
                   f"The request body is larger than {limit} bytes, the limit of {method} {path}; send less text "
                   "(a document's text has its own, larger limit on POST /documents).", {"limit_bytes": limit})
@@ -155,17 +173,18 @@ class _RequestGuard:
     connection, so the client's next request on the same keep-alive connection failed too.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, upload_bytes: int) -> None:
         self.app = app
+        self.upload_bytes = upload_bytes
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = body_limit(scope["method"], scope["path"])
+        limit = body_limit(scope["method"], scope["path"], self.upload_bytes)
         length = dict(scope.get("headers") or ()).get(b"content-length", b"")
         if length.strip().isdigit() and int(length) > limit:
-            await _too_large(scope["method"], scope["path"])(scope, receive, send)
+            await _too_large(scope["method"], scope["path"], self.upload_bytes)(scope, receive, send)
             return
         received = 0
         started = False
@@ -219,7 +238,8 @@ def _document_openapi(app: FastAPI) -> None:
                   "413": "The request body is over its limit (PAYLOAD_TOO_LARGE)."}
         web = {**embeds, "403": "The crawl policy refused the URL (CRAWL_REFUSED).",
                "502": "The page could not be fetched (FETCH_ERROR)."}
-        specific = {"/documents": embeds, "/retrieve-context": embeds, "/crawl": web, "/chat-messages": embeds,
+        specific = {"/documents": embeds, UPLOAD_PATH: embeds, "/retrieve-context": embeds, "/crawl": web,
+                    "/chat-messages": embeds,
                     "/search": {**embeds, "404": "Nothing is indexed in the site searched (INDEX_UNAVAILABLE)."},
                     "/pages": web,
                     "/chat": {**embeds, "404": "No active instruction named resource_name (NOT_FOUND).",
@@ -311,7 +331,8 @@ def create_app(settings: RagSettings | None = None, workbench: Workbench | None 
     app.state.limiter = limiter
     app.state.ingest_budget = ingest_budget
     app.state.settings = settings
-    app.add_middleware(_RequestGuard)  # body limits, and unexpected errors answered without dropping the connection
+    # Body limits, and unexpected errors answered without dropping the connection.
+    app.add_middleware(_RequestGuard, upload_bytes=upload_limit(settings))
     _install_error_handlers(app)
     _document_openapi(app)
     _routes(app)

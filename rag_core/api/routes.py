@@ -3,6 +3,7 @@ Workbench method."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -11,7 +12,7 @@ import threading
 import uuid
 from typing import Annotated, Any, Callable, Iterator
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Form, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -20,8 +21,10 @@ from rag_core.api.auth import DENIED, Principal
 from rag_core.chat.sessions import ChatSession
 from rag_core.jobs.records import JobInfo
 from rag_core.errors import (
-    CrawlRefused, FetchError, LoaderError, NotFound, RagError, Unauthorized,
+    CrawlRefused, FetchError, InvalidInput, LoaderError, NotFound, RagError, Unauthorized,
 )
+from rag_core.ingest.pipeline import IngestReport
+from rag_core.limits import MAX_DOCUMENT_CHARS
 from rag_core.security.ids import DEFAULT_SITE
 from rag_core.workbench import Workbench
 
@@ -37,6 +40,10 @@ _QUEUED: dict[int | str, dict[str, Any]] = {202: {"model": s.JobQueued,
                                                   "description": "With `?background=true`: the job queued"}}
 _NO_JOB: dict[int | str, dict[str, Any]] = {404: {"model": s.ErrorResponse,
                                                   "description": "No such job, or one of another site (NOT_FOUND)"}}
+
+UPLOAD_PATH = "/documents/files"
+REINDEX_IN_BACKGROUND = ("A reindex re-embeds every chunk of every site and can run for hours, longer than a client or "
+                         "proxy waits for an answer; send POST /reindex?background=true and follow GET /jobs/{job_id}.")
 
 NDJSON = "application/x-ndjson"
 # What a caller learns about a page that failed: its reason and a fixed sentence. The crawler's own
@@ -77,6 +84,12 @@ def _job_for(wb: Workbench, caller: Principal, job_id: int) -> JobInfo:
     if job is None or (caller.sites is not None and not caller.allows(job["site_id"])):
         raise NotFound(f"No job {job_id} for this key; GET /jobs lists its jobs.")
     return job
+
+
+def _charge_ingest(request: Request, caller: Principal, cost: int) -> None:
+    """Count `cost` characters against the caller's ingest budget (RAG_INGEST_CHAR_LIMIT) before any work."""
+    request.app.state.ingest_budget.hit(_client(request) if request.app.state.keys.open else caller.identity,
+                                        cost=cost)
 
 
 def _queued(job_id: int) -> JSONResponse:
@@ -181,8 +194,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         """
         caller.require_site(body.site_id)
         # Embedding costs CPU per character: each key has its budget of characters (RAG_INGEST_CHAR_LIMIT).
-        request.app.state.ingest_budget.hit(_client(request) if request.app.state.keys.open else caller.identity,
-                                            cost=len(body.content))
+        _charge_ingest(request, caller, len(body.content))
         if background:
             return _queued(wb.enqueue_texts([{"source": body.source, "text": body.content, "title": body.title}],
                                             site_id=body.site_id))
@@ -192,6 +204,28 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         out = {"id": outcome.document_id, "site_id": body.site_id, "source": outcome.source,
                "status": outcome.status, "chunks": outcome.chunks}
         return JSONResponse(out, status_code=201 if outcome.status == "indexed" else 200)
+
+    @app.post(UPLOAD_PATH, response_model=s.UploadReportOut, tags=["documents"], summary="Upload files",
+              responses={**_QUEUED})
+    def upload_files(caller: Caller, wb: WorkbenchDep, request: Request,
+                     form: Annotated[s.UploadIn, Form(media_type="multipart/form-data")],
+                     background: Background = False) -> Any:
+        """Ingest uploaded files (multipart/form-data, like `rag ingest`): a report per file, or 202 and the job id.
+
+        The files of one request may hold RAG_MAX_FILE_MB together. A file that cannot be read fails alone,
+        with its reason; the others are stored.
+        """
+        site = caller.site_for(form.site_id) or DEFAULT_SITE
+        uploads = [(f.filename or "", f.file.read()) for f in form.files]
+        # Charged in bytes before any work: the text is only extracted later, by a worker in the background,
+        # and no file's text may pass MAX_DOCUMENT_CHARS, so no file counts more than a document may.
+        _charge_ingest(request, caller, sum(min(len(data), MAX_DOCUMENT_CHARS) for _, data in uploads))
+        if background:
+            return _queued(wb.enqueue_uploads(uploads, site_id=site))
+        report = IngestReport([wb.ingest_bytes(name, data, site_id=site) for name, data in uploads])
+        counts = {status: report.count(status) for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
+        return {"site_id": site, "files": [dataclasses.asdict(o) for o in report.outcomes], "chunks": report.chunks,
+                **counts}
 
     @app.delete("/documents", response_model=s.DeletedDocuments, tags=["documents"], summary="Delete a document",
                 description=_ADMIN, responses=_ERRORS)
@@ -325,6 +359,17 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
             return _queued(_publicly_refused(lambda: wb.enqueue_page(body.url, site_id=site)))
         return _web_response(request, _public_crawl(
             lambda progress: wb.ingest_url(body.url, site_id=site, progress=progress)))
+
+    @app.post("/reindex", status_code=202, response_model=s.JobQueued, tags=["jobs"],
+              summary="Re-embed every chunk (a background job)", description=_ADMIN)
+    def reindex(caller: Caller, wb: WorkbenchDep, background: Background = False) -> Any:
+        """Queue a reindex of every site (`rag reindex --background`): 202 and the job id. It runs only as a job
+        (`?background=true`): it can outlast any request, and a job survives the client, shows its progress and
+        resumes where it stopped."""
+        caller.require_admin()
+        if not background:
+            raise InvalidInput(REINDEX_IN_BACKGROUND, details={"field": "background"})
+        return _queued(wb.enqueue_reindex())
 
     # ----- background jobs -----
     @app.get("/jobs", response_model=s.JobsOut, tags=["jobs"], summary="Recent background jobs")

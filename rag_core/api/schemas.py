@@ -16,6 +16,7 @@ import operator
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from fastapi import UploadFile
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 from typing_extensions import NotRequired, get_type_hints, is_typeddict
 
@@ -23,6 +24,7 @@ from rag_core.search.types import Citation
 from rag_core.chat.retention import PurgeSummary as PurgeResult
 from rag_core.chat.sessions import ChatMessage, SessionsDeleted, SessionSummary
 from rag_core.chat.turn import ChatTurn
+from rag_core.ingest.pipeline import SourceOutcome
 from rag_core.ingest.store import DeletedCounts, StoreStatusInfo
 from rag_core.ingest.web import WebIngestReport
 from rag_core.jobs.records import JobInfo
@@ -137,6 +139,32 @@ class DocumentOut(BaseModel):
     source: str
     status: str = Field(description="indexed (new), updated (replaced) or unchanged (same text as stored).")
     chunks: int = Field(description="Chunks written by this call (0 when unchanged).")
+
+
+class UploadIn(BaseModel):
+    """A multipart/form-data upload: the files, and the site they go to."""
+
+    files: list[UploadFile] = Field(description="One or more files (pdf, docx, xlsx, html, md, txt, csv...); each is "
+                                                "stored under its name, and the same name again replaces it.")
+    site_id: Id | None = Field(default=None, description="The site the files go to (default: the key's only site, "
+                                                         "or `default`).")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "files": ["fire-safety.pdf", "evacuation-plan.docx"], "site_id": "site_a"}]})
+
+
+class UploadReportOut(BaseModel):
+    """What became of each file of an upload run in place: indexed (new), updated (replaced), unchanged (same
+    bytes as stored, not embedded again), skipped or failed with its reason; the counts over all of them."""
+
+    site_id: str
+    files: list[wire_model(SourceOutcome, "UploadedFile")]  # type: ignore[valid-type]
+    indexed: int
+    updated: int
+    unchanged: int
+    skipped: int
+    failed: int
+    chunks: int = Field(description="Chunks written by this request.")
 
 
 class DeletedDocuments(wire_model(DeletedCounts, "DeletedCounts", extra="ignore")):  # type: ignore[misc]
