@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import psycopg
 from procrastinate import App, PsycopgConnector, RetryStrategy, SyncPsycopgConnector
-from procrastinate.exceptions import JobAborted
+from procrastinate.exceptions import AlreadyEnqueued, JobAborted
 from procrastinate.worker import Worker
 
 from rag_core.errors import RagError
@@ -90,13 +90,27 @@ class JobQueue:
                 self._sync_app = app
             return self._sync_app
 
-    def enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None) -> int:
-        """Queue one job; returns procrastinate's job id, which is also ours."""
+    def enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None,
+                once: bool = False) -> int:
+        """Queue one job; returns procrastinate's job id, which is also ours.
+
+        once: while a job of this kind waits in the queue, return that job's id instead of queueing another
+        (procrastinate's queueing lock): a second reindex asked for before the first started would redo it all.
+        """
         description = description or tasks.describe(kind, args)
-        job_id = self.app.configure_task(name=f"rag.{kind}", queue=QUEUE).defer(
-            site_id=site_id, description=description, args=args)
-        records.create(self.db, job_id, kind, site_id, description)
-        return job_id
+        lock = f"rag.{kind}" if once else None
+        for _ in range(3):  # the waiting job may start between the refusal and the look-up: queue again then
+            try:
+                job_id = self.app.configure_task(name=f"rag.{kind}", queue=QUEUE, queueing_lock=lock).defer(
+                    site_id=site_id, description=description, args=args)
+            except AlreadyEnqueued:
+                waiting = records.queued_with_lock(self.db, lock)
+                if waiting is not None:
+                    return waiting
+                continue
+            records.create(self.db, job_id, kind, site_id, description)
+            return job_id
+        raise RagError(f"Could not queue the {kind} job: jobs of its kind kept starting as it was queued; try again.")
 
     def cancel(self, job_id: int) -> bool:
         """A queued job is cancelled at once; a running one stops after the file or batch it is on."""

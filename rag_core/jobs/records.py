@@ -118,6 +118,14 @@ _WORKERS = ("SELECT (SELECT count(*) FROM procrastinate_workers WHERE last_heart
             " (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo')")
 
 
+def queued_with_lock(db: Database, lock: str | None) -> int | None:
+    """The id of the job waiting in the queue under procrastinate's queueing `lock`, if one does."""
+    with db.connection() as conn:
+        row = conn.execute("SELECT id FROM procrastinate_jobs WHERE queueing_lock = %s AND status = 'todo'",
+                           (lock,)).fetchone()
+    return int(row[0]) if row else None
+
+
 def worker_state(conn: psycopg.Connection, within_sec: float) -> tuple[int, int]:
     """(workers whose heartbeat is fresh, jobs waiting) on a connection of the caller's."""
     live, waiting = conn.execute(_WORKERS, (within_sec,)).fetchone()

@@ -32,8 +32,9 @@ class JobService:
             self._queue = JobQueue(self.store.database_url, self.store.db, self.store.settings)
         return self._queue
 
-    def _enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None) -> int:
-        job_id = self.queue.enqueue(kind, site_id, args, description)
+    def _enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None,
+                 once: bool = False) -> int:
+        job_id = self.queue.enqueue(kind, site_id, args, description, once=once)
         if self._hosting:
             self.queue.ensure_worker(self.documents)
         return job_id
@@ -78,8 +79,8 @@ class JobService:
         return self._enqueue("add", site_id, {"url": url, "site_id": site_id})
 
     def enqueue_reindex(self) -> int:
-        """Queue a reindex (every site's chunks)."""
-        return self._enqueue("reindex", None, {})
+        """Queue a reindex (every site's chunks); while one waits in the queue, its id (it will do the same work)."""
+        return self._enqueue("reindex", None, {}, once=True)
 
     def list(self, site_id: str | None = None, sites: Sequence[str] | None = None, limit: int = 50) -> list[JobInfo]:
         """Running and queued jobs first, then the latest finished ones; of one site, of some, or all."""

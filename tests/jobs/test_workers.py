@@ -147,3 +147,15 @@ def test_cancelling_a_running_job_stops_it_and_keeps_what_it_stored_whole(jwb, t
         for worker in started:
             worker.stop()
         thread.join(30)
+
+
+def test_a_reindex_asked_for_while_one_waits_is_that_job(jwb) -> None:
+    first = jwb.enqueue_reindex()
+    try:
+        assert jwb.enqueue_reindex() == first  # it would redo the same work: the waiting job answers for both
+        assert [j["id"] for j in jwb.jobs(limit=1000) if j["kind"] == "reindex" and j["status"] == "queued"] == [first]
+    finally:
+        jwb.cancel_job(first)
+    again = jwb.enqueue_reindex()  # none waits now: a new job
+    jwb.cancel_job(again)
+    assert again != first
