@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 from psycopg.types.json import Jsonb
 
 from rag_core.db.database import describe_url
-from rag_core.errors import InvalidInput, NotFound
+from rag_core.errors import InvalidInput, LoaderError, NotFound
 from rag_core.ingest import store as stored
 from rag_core.ingest import vector_index
 from rag_core.ingest.handle import Store
@@ -27,6 +27,7 @@ from rag_core.providers.embeddings import embedding_dimension
 from rag_core.records import Records, StoreStatus
 from rag_core.security.documents import check_document
 from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
+from rag_core.security.paths import check_size
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.settings import RagSettings
@@ -123,6 +124,10 @@ class DocumentService:
         if bad_name:
             return SourceOutcome(src, "failed", site_id=site_id, reason=bad_name)
         check_label(source, "source")
+        try:  # the limit a folder's files meet (REST caps a request, the app its uploader; a notebook neither)
+            check_size(len(data), int(self.store.settings.max_file_mb * 1_000_000), name)
+        except LoaderError as exc:
+            return SourceOutcome(src, "failed", site_id=site_id, reason=exc.message)
         item = SourceItem(source=src, site_id=site_id, content_hash=sha256(data), file_size=len(data),
                           category=category_for(src), load=lambda: load_bytes(data, SUPPORTED_TYPES[suffix], name=name),
                           metadata={"file_name": name, "uploaded": True}, file_bytes=True,

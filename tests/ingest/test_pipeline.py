@@ -156,6 +156,18 @@ def test_failed_replacement_keeps_old_version_and_others_go_in(wb, site) -> None
                                            (before["id"],))] == ["Version one of document A."]
 
 
+def test_uploaded_bytes_over_the_file_limit_fail_and_keep_the_stored_version(wb, site) -> None:
+    small = wb.variant(max_file_mb=0.001)  # 1,000 bytes, as a notebook's settings may say
+    first = small.ingest_bytes("notes.md", b"# Notes\n\nThe short first version.\n", site_id=site)
+    assert first.status == "indexed"
+    big = small.ingest_bytes("notes.md", b"# Notes\n\n" + b"A much longer second version. " * 60, site_id=site)
+    assert big.status == "failed" and "RAG_MAX_FILE_MB" in big.reason and "1000 bytes" in big.reason, big.reason
+    with wb.db.connection() as conn:
+        assert [r[0] for r in conn.execute(
+            "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.site_id = %s"
+            " AND d.source = 'notes.md'", (site,))] == ["# Notes\n\nThe short first version."]
+
+
 def test_embedding_failure_keeps_old_version(wb, site, monkeypatch) -> None:
     wb.ingest_text("api/c", "First text of C.", site_id=site)
     before = stored(wb, site)["c"]
