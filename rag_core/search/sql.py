@@ -137,17 +137,20 @@ walk AS MATERIALIZED (
 lists AS MATERIALIZED (
     -- When a list is longer than the walk reads (its `depth`-th posting exists), the bound of what its unread
     -- postings can add, from the impact of that last posting read (the least in the head).
-    SELECT w.site_id, w.lex, w.idf,
-           CASE WHEN count(*) >= %(depth)s::bigint THEN
-               w.idf * (%(k1)s + 1) * min(w.impact) / (min(w.impact) + least(1, %(impact_len)s / qa.avglen) * (1 - min(w.impact)))
-           END AS ub
-    FROM walk w CROSS JOIN qa
-    GROUP BY w.site_id, w.lex, w.idf, qa.avglen
+    -- Listed in the query's lexeme order, as the walk is: the exact rescoring sums the cut lists in this order.
+    SELECT s.site_id, q.lex, q.idf,
+           (SELECT CASE WHEN count(*) >= %(depth)s::bigint THEN
+                       q.idf * (%(k1)s + 1) * min(w.impact) / (min(w.impact) + least(1, %(impact_len)s / qa.avglen) * (1 - min(w.impact)))
+                   END
+            FROM walk w WHERE w.site_id = s.site_id AND w.lex = q.lex) AS ub
+    FROM qw q CROSS JOIN sites s CROSS JOIN qa
 ),
 pre AS (
-    SELECT w.site_id, w.chunk_id, w.document_id, l.ub,
+    -- In the walk's order (a join could reorder it): each chunk's contributions are summed in the same order.
+    SELECT w.site_id, w.chunk_id, w.document_id,
+           (SELECT l.ub FROM lists l WHERE l.site_id = w.site_id AND l.lex = w.lex) AS ub,
            w.idf * w.tf * (%(k1)s + 1) / (w.tf + %(k1)s * (1 - %(b)s + %(b)s * w.len / qa.avglen)) AS w
-    FROM walk w JOIN lists l ON l.site_id = w.site_id AND l.lex = w.lex CROSS JOIN qa
+    FROM walk w CROSS JOIN qa
 ),
 cut AS (SELECT site_id, lex, idf, ub FROM lists WHERE ub IS NOT NULL),
 cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
