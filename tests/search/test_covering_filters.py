@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from filebuilders import ingest_dated_files
 
-from rag_core.search.planner import DEFAULT_PLANNER, plan_search, without_covering_filters
+from rag_core.search.planner import PlannerSettings, plan_search, without_covering_filters
 from rag_core.search.sql import Scope
 
 FILES = [  # name, date, text
@@ -101,7 +101,7 @@ def test_the_hashed_set_of_a_large_filter_gets_the_work_mem_it_needs(wb, dated_s
     posting list it meets; the planner raises work_mem for the transaction when it chooses the set."""
     site, _ = dated_site
     scope = Scope(site, types=("md",))  # two of three documents: narrow under a share of 0.7
-    settings = DEFAULT_PLANNER.__class__(row_check_share=0.7, set_work_mem_bytes=64 * 2**20)
+    settings = PlannerSettings(row_check_share=0.7, set_work_mem_bytes=64 * 2**20)
     with wb.db.connection() as conn:
         before = conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'work_mem'").fetchone()[0]
         plan = plan_search(conn, scope, "fulltext", wb.search_engine.fusion, settings)
