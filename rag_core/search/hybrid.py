@@ -23,7 +23,7 @@ from rag_core.search.fusion import (  # noqa: F401 - callers import the fusion f
     cosine_floor,
     fusion_for,
 )
-from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings, plan_search
+from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings, plan_search, without_covering_filters
 from rag_core.search.query import PreparedQuery, prepared
 from rag_core.search.sql import (
     COVERAGE_SQL,
@@ -175,6 +175,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     _start_vector(q, emb, req.mode)
     with db.connection() as conn:
+        scope = without_covering_filters(conn, scope)
         target, languages, plan, order = plan_search(conn, scope, req.mode, fusion, planner)
         if target == 0 and not languages:
             raise _nothing_indexed(req.site_id)
@@ -239,6 +240,7 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
     _start_vector(q, emb, mode)
     with db.connection() as conn:
+        scope = without_covering_filters(conn, scope)
         target, languages, _, order = plan_search(conn, scope, mode, fusion, planner)
         if target == 0:
             return []

@@ -4,7 +4,7 @@ filter is checked, chosen from the sizes of the scope and of the filtered set (d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from rag_core.search.fusion import Fusion
@@ -23,10 +23,12 @@ class PlannerSettings:
     # A fixed exact-scan limit in chunks instead of the cost model: benchmarks and tests force a plan with it.
     exact_scan_chunks: int | None = None
     # A filter keeping at most this share of the scope is checked against a hashed set of its documents,
-    # a broader one by looking up each row's document (bench_search.py, source and type filters).
-    row_check_share: float = 0.5
-    # ...and only while that set is small enough for PostgreSQL to hash it within work_mem (bench_search.py at 1M).
-    row_check_max: int = 50_000
+    # a broader one by looking up each row's document (bench_search.py, one-corpus source filter at 165K).
+    row_check_share: float = 0.6
+    # ...and only while that set costs less to build than the lookups it saves (bench_search.py at 165K);
+    # work_mem is raised for the transaction so the set is hashed in memory (set_work_mem_bytes per chunk).
+    row_check_max: int = 150_000
+    set_work_mem_bytes: int = 128
     # A scope of more than count_max_docs documents tells a filter's breadth from a sample of sample_docs first.
     count_max_docs: int = 50_000
     sample_docs: int = 4000
@@ -69,6 +71,44 @@ class Plan(NamedTuple):
     order: str             # the dense order for build_statement: "exact", "index_set" or "index" (a broad filter)
 
 
+# Each site's distinct file types by a loose walk of (site_id, file_type) (one index probe per type), and
+# its date range and whether any document has no date; only the sites that hold chunks matter.
+_SCOPE_BOUNDS = """
+WITH RECURSIVE sites AS (SELECT s.site_id FROM corpus_stats s WHERE {stats} GROUP BY 1 HAVING sum(s.n_chunks) > 0),
+types AS (
+    SELECT s.site_id, (SELECT min(d.file_type) FROM documents d WHERE d.site_id = s.site_id) AS t FROM sites s
+    UNION ALL
+    SELECT x.site_id, (SELECT min(d.file_type) FROM documents d WHERE d.site_id = x.site_id AND d.file_type > x.t)
+    FROM types x WHERE x.t IS NOT NULL
+)
+SELECT (SELECT array_agg(DISTINCT t) FROM types WHERE t IS NOT NULL),
+       (SELECT min((SELECT min(d.doc_date) FROM documents d WHERE d.site_id = s.site_id)) FROM sites s),
+       (SELECT max((SELECT max(d.doc_date) FROM documents d WHERE d.site_id = s.site_id)) FROM sites s),
+       EXISTS (SELECT 1 FROM sites s WHERE EXISTS (
+           SELECT 1 FROM documents d WHERE d.site_id = s.site_id AND d.doc_date IS NULL))
+"""
+
+
+def without_covering_filters(conn: Any, scope: Scope) -> Scope:
+    """`scope` without the type and date filters that keep every document of its sites.
+
+    Such a filter changes no result, but checked on every posting and HNSW row it cost more than the rest of the
+    search (bench_search.py, type filter); dropped, the search takes the unfiltered plan.
+    """
+    if not (scope.types or scope.date_from or scope.date_to):
+        return scope
+    types, first, last, undated = conn.execute(_SCOPE_BOUNDS.format(stats=scope_sql(scope)["stats"]),
+                                               scope_params(scope)).fetchone()
+    bounds = scope_params(scope)
+    dated = not undated and first is not None
+    return replace(
+        scope,
+        types=() if scope.types and set(types or ()) <= set(scope.types) else scope.types,
+        date_from=None if scope.date_from and dated and first >= bounds["date_from"] else scope.date_from,
+        date_to=None if scope.date_to and dated and last < bounds["date_to"] else scope.date_to,
+    )
+
+
 def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
                 settings: PlannerSettings = DEFAULT_PLANNER) -> Plan:
     """Session settings for this transaction and the sizes that choose the dense plan and the filter check.
@@ -98,6 +138,11 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
         if scope.has_filters else in_scope
     narrow = target <= settings.narrow_bound(in_scope)
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
+    if scope.has_filters and narrow and target > 0:
+        # A set hashed past work_mem spills to disk and is rebuilt for every posting list it is joined to.
+        conn.execute("SELECT set_config('work_mem', %s, true) FROM pg_settings"
+                     " WHERE name = 'work_mem' AND setting::bigint * 1024 < %s",
+                     (f"{max(1, target * settings.set_work_mem_bytes // 1024)}kB", target * settings.set_work_mem_bytes))
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
         if target <= settings.exact_scan_limit(everything):

@@ -120,10 +120,10 @@ qw AS (
 qa AS (SELECT (SELECT total_len / n FROM cs) AS avglen),
 """
 
-# Full-text top-k from the postings (migration 0003): the head of each query lexeme's impact-ordered
-# list, its chunks rescored exactly on the lexemes whose lists were cut (docs/search-method.md).
-_FULLTEXT_RANK_CTES = r"""
-sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
+# How the head of each list is read. Unfiltered, a probe for each list's `depth`-th posting gives its bound and
+# the postings stream from the index into one aggregate per chunk (materializing the walk cost more:
+# bench_search.py, no filter at 165K).
+_PROBED_HEADS = r"""
 lists AS MATERIALIZED (
     -- Each query lexeme's list in each site, and when it is longer than the walk reads (its `depth`-th
     -- posting exists), the bound of what its unread postings can add (from that posting's impact).
@@ -145,7 +145,40 @@ pre AS (
         ORDER BY p.impact DESC LIMIT %(depth)s) p
 ),
 cut AS (SELECT site_id, lex, idf, ub FROM lists WHERE ub IS NOT NULL),
-cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
+"""
+
+# Filtered, the walk checks every posting it reads, and when the filter rejects most of a list it reads all of
+# it: the head is read once and gives its bound itself.
+_WALKED_HEADS = r"""
+walk AS MATERIALIZED (
+    -- The head of each query lexeme's list in each site, read once, in the query's lexeme order. A list is cut
+    -- when the walk read `depth` postings; the bound of what its unread postings can add comes from the least
+    -- impact read (a probe for the `depth`-th posting walked the same head twice: bench_search.py, source filter
+    -- at 165K). Each posting carries its list's bound, so the postings are summed per chunk in the walk's order.
+    SELECT s.site_id, q.lex, q.idf, h.chunk_id, h.document_id, h.tf, h.len, h.nth,
+           CASE WHEN h.n >= %(depth)s::bigint THEN
+               q.idf * (%(k1)s + 1) * h.least_impact / (h.least_impact + least(1, %(impact_len)s / qa.avglen) * (1 - h.least_impact))
+           END AS ub
+    FROM qw q CROSS JOIN sites s CROSS JOIN qa
+    CROSS JOIN LATERAL (
+        SELECT p.*, count(*) OVER () AS n, min(p.impact) OVER () AS least_impact, row_number() OVER () AS nth FROM (
+            SELECT p.chunk_id, p.document_id, p.tf, p.len, p.impact FROM postings p
+            WHERE p.site_id = s.site_id AND p.lexeme = q.lex{posting_filter}
+            ORDER BY p.impact DESC LIMIT %(depth)s) p) h
+),
+pre AS (
+    SELECT w.site_id, w.chunk_id, w.document_id, w.ub,
+           w.idf * w.tf * (%(k1)s + 1) / (w.tf + %(k1)s * (1 - %(b)s + %(b)s * w.len / qa.avglen)) AS w
+    FROM walk w CROSS JOIN qa
+),
+cut AS (SELECT site_id, lex, idf, ub FROM walk WHERE nth = 1 AND ub IS NOT NULL),
+"""
+
+# Full-text top-k from the postings (migration 0003): the head of each query lexeme's impact-ordered
+# list, its chunks rescored exactly on the lexemes whose lists were cut (docs/search-method.md).
+_FULLTEXT_RANK_CTES = r"""
+sites AS (SELECT DISTINCT s.site_id FROM corpus_stats s WHERE {stats_scope}),
+{list_heads}cut_sum AS (SELECT site_id, sum(ub) AS ub FROM cut GROUP BY 1),
 part AS (
     SELECT site_id, chunk_id, min(document_id) AS document_id, sum(w) AS seen,
            coalesce(sum(w) FILTER (WHERE ub IS NULL), 0) AS whole, coalesce(sum(ub), 0) AS seen_ub
@@ -176,6 +209,14 @@ ft_exact AS (
                coalesce((SELECT max(ub) FROM cut_sum), 0)) AS exact
 ),
 """
+
+
+
+def fulltext_rank_ctes(stats_scope: str, posting_filter: str) -> str:
+    """The full-text ranking's CTEs, the heads of the lists read as the filter (or its absence) is cheapest."""
+    heads = (_WALKED_HEADS if posting_filter else _PROBED_HEADS).format(posting_filter=posting_filter)
+    return _FULLTEXT_RANK_CTES.format(stats_scope=stats_scope, list_heads=heads)
+
 
 _DENSE_CTES = """
 de AS MATERIALIZED (
@@ -307,7 +348,7 @@ def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, o
         parts.append(_LEXEME_CTES.format(stats_scope=frag["stats"]))
     if mode in ("fulltext", "hybrid") and not given:
         posting_filter = frag["posting_filter_row" if row_check else "posting_filter_set"]
-        parts.append(_FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=posting_filter))
+        parts.append(fulltext_rank_ctes(frag["stats"], posting_filter))
     if mode in ("semantic", "hybrid"):
         if dense_order in ("index", "index_set"):
             order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
@@ -339,7 +380,7 @@ def lexical_statement(scope: Scope, dense_order: str = "exact") -> str:
     return "\n".join([
         "WITH", frag["fd"] if frag["fd"] and not row_check else "",
         _LEXEME_CTES.format(stats_scope=frag["stats"]),
-        _FULLTEXT_RANK_CTES.format(stats_scope=frag["stats"], posting_filter=posting_filter),
+        fulltext_rank_ctes(frag["stats"], posting_filter),
         f"m AS (SELECT {_TERMS} AS terms, {_LEXEMES} AS lexemes, (SELECT exact FROM ft_exact) AS exact)",
         "SELECT f.id, f.document_id, f.score, m.terms, m.lexemes, m.exact FROM m LEFT JOIN ft f ON true"
         " ORDER BY f.score DESC, f.id"])

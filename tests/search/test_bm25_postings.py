@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import uuid
 from dataclasses import replace
 
@@ -262,3 +263,27 @@ def test_migration_moves_vectors_into_the_rows_and_new_ones_stay_there(pg_server
             db.close()
     finally:
         drop_database(url)
+
+
+def test_a_filtered_walk_checks_each_posting_once(wb, zipf_site) -> None:
+    """A filter that rejects most of a long list makes the walk read all of it; each posting's document is
+    looked up once (a probe for the list's bound walked the same head a second time, checking it again)."""
+    from rag_core.search.sql import Scope, build_statement, statement_params
+
+    query = " ".join(VOCAB[:2])  # the two most common words: lists of most of the 400 documents
+    scope = Scope(zipf_site, source="doc39")  # doc39 and doc390..doc399: 11 documents pass
+    fusion = replace(DEFAULT_FUSION, candidates=10)
+    sql = build_statement("fulltext", fusion, scope, "index", "chunks")  # "index": each posting's document looked up
+    params = statement_params(scope, fusion, ["simple"], [query], None) | {"k": 10}
+
+    def lookups(node: dict) -> int:
+        own = node.get("Actual Loops", 0) if re.search(r"\bp(_\d+)?\.document_id", node.get("Index Cond", "")) else 0
+        return own + sum(lookups(child) for child in node.get("Plans", []))
+
+    with wb.db.connection() as conn:
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params, prepare=False).fetchone()[0][0]["Plan"]
+        postings = conn.execute("SELECT count(*) FROM postings WHERE site_id = %s AND lexeme = ANY(%s)",
+                                (zipf_site, VOCAB[:2])).fetchone()[0]
+        rows = conn.execute(sql, params, prepare=False).fetchall()
+    assert postings > 300 and lookups(plan) == postings
+    assert rows and all("doc39" in r[3] for r in rows)
