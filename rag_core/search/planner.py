@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from psycopg.pq import TransactionStatus
+
 from rag_core.search.fusion import Fusion
 from rag_core.search.sql import Scope, scope_params, scope_sql
 
@@ -29,6 +31,10 @@ class PlannerSettings:
     # work_mem is raised for the transaction so the set is hashed in memory (set_work_mem_bytes per chunk).
     row_check_max: int = 150_000
     set_work_mem_bytes: int = 128
+    # Semantic search alone has no postings walk to share the set with: building it cost more than the lookups
+    # it saves past these (bench_search.py, semantic with the one-corpus filter at 167K).
+    dense_row_check_share: float = 0.5
+    dense_row_check_max: int = 50_000
     # A scope of more than count_max_docs documents tells a filter's breadth from a sample of sample_docs first.
     count_max_docs: int = 50_000
     sample_docs: int = 4000
@@ -97,6 +103,10 @@ def without_covering_filters(conn: Any, scope: Scope) -> Scope:
     """
     if not (scope.types or scope.date_from or scope.date_to):
         return scope
+    info = getattr(conn, "info", None)
+    if info is not None and info.transaction_status == TransactionStatus.IDLE:
+        # The bounds and the search read one snapshot: a document stored in between cannot pass a dropped filter.
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     types, first, last, undated = conn.execute(_SCOPE_BOUNDS.format(stats=scope_sql(scope)["stats"]),
                                                scope_params(scope)).fetchone()
     bounds = scope_params(scope)
@@ -118,6 +128,9 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
     walked no index at 1M chunks (bench_search.py at 1M). A filter's selectivity shapes the plan, so a
     filtered search is planned for its own parameters.
     """
+    if mode == "semantic":
+        settings = replace(settings, row_check_share=settings.dense_row_check_share,
+                           row_check_max=settings.dense_row_check_max)
     frag = scope_sql(scope)
     params = scope_params(scope)
     cache_mode = "force_custom_plan" if scope.has_filters else "force_generic_plan"

@@ -110,3 +110,28 @@ def test_the_hashed_set_of_a_large_filter_gets_the_work_mem_it_needs(wb, dated_s
         after = conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'work_mem'").fetchone()[0]
     assert plan.target == 2
     assert during == 2 * 64 * 1024 > before == after  # kB, for this transaction only
+
+
+def test_the_scope_bounds_and_the_search_read_one_snapshot(wb, dated_site, pg_url) -> None:
+    """A document of another type stored between the look at the scope's types and the search must not pass the
+    dropped type filter: with a type or date filter the search transaction is REPEATABLE READ."""
+    import psycopg
+
+    site, _ = dated_site
+    with wb.db.connection() as conn:
+        assert without_covering_filters(conn, Scope(site, types=("md", "txt"))) == Scope(site)
+        assert conn.execute("SHOW transaction_isolation").fetchone()[0] == "repeatable read"
+        # Another connection stores a csv document now; this transaction still sees the site as it was.
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            doc = other.execute("INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
+                                " VALUES (%s, 'late.csv', 'csv', 'x', 'x', 1) RETURNING id", (site,)).fetchone()[0]
+        try:
+            seen = conn.execute("SELECT count(*) FROM documents WHERE site_id = %s AND file_type = 'csv'",
+                                (site,)).fetchone()[0]
+        finally:
+            with psycopg.connect(pg_url, autocommit=True) as other:
+                other.execute("DELETE FROM documents WHERE id = %s", (doc,))
+    assert seen == 0
+    with wb.db.connection() as conn:  # an unfiltered search keeps the default isolation
+        without_covering_filters(conn, Scope(site))
+        assert conn.execute("SHOW transaction_isolation").fetchone()[0] == "read committed"

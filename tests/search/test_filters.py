@@ -174,7 +174,7 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site,
     query = near + rng.normal(0, 0.1, dim)
     query = (query / np.linalg.norm(query)).astype(np.float32)
     # A set larger than the cap (120 far documents here) is not hashed: each row's document is looked up.
-    checks = PlannerSettings(row_check_share=row_check_share, row_check_max=row_check_max)
+    checks = PlannerSettings(dense_row_check_share=row_check_share, dense_row_check_max=row_check_max)
     hashed = bool(row_check_share) and row_check_max >= 120
     scope = hybrid.Scope(site, source="far/")
     fusion = hybrid.Fusion(candidates=20)
