@@ -107,9 +107,9 @@ def without_covering_filters(conn: Any, scope: Scope) -> Scope:
     if info is not None and info.transaction_status == TransactionStatus.IDLE:
         # The bounds and the search read one snapshot: a document stored in between cannot pass a dropped filter.
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    types, first, last, undated = conn.execute(_SCOPE_BOUNDS.format(stats=scope_sql(scope)["stats"]),
-                                               scope_params(scope)).fetchone()
     bounds = scope_params(scope)
+    types, first, last, undated = conn.execute(_SCOPE_BOUNDS.format(stats=scope_sql(scope)["stats"]),
+                                               bounds).fetchone()
     dated = not undated and first is not None
     return replace(
         scope,
@@ -151,11 +151,13 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
         if scope.has_filters else in_scope
     narrow = target <= settings.narrow_bound(in_scope)
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
+    configs: list[str] = []   # this transaction's settings, sent in one statement
+    values: list[Any] = []
     if scope.has_filters and narrow and target > 0:
         # A set hashed past work_mem spills to disk and is rebuilt for every posting list it is joined to.
-        conn.execute("SELECT set_config('work_mem', %s, true) FROM pg_settings"
-                     " WHERE name = 'work_mem' AND setting::bigint * 1024 < %s",
-                     (f"{max(1, target * settings.set_work_mem_bytes // 1024)}kB", target * settings.set_work_mem_bytes))
+        configs.append("set_config('work_mem', (SELECT greatest(setting::bigint, %s) FROM pg_settings"
+                       " WHERE name = 'work_mem') || 'kB', true)")
+        values.append(max(1, target * settings.set_work_mem_bytes // 1024))
     if mode in ("semantic", "hybrid") and target > 0:
         n = fusion.candidates
         if target <= settings.exact_scan_limit(everything):
@@ -165,14 +167,15 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
             order = "index_set" if scope.has_filters and narrow else "index"
             share = max(min(target, in_scope) / max(everything, 1), 1e-6)
             max_scan = int(min(settings.max_scan_tuples_cap, max(settings.max_scan_tuples_min, 4 * n / share)))
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            configs.append(
+                "set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                 " set_config('hnsw.max_scan_tuples', %s, true),"
                 # Above the crossover the index is the cheaper plan, but on a small store the planner's
                 # estimate still picks a sequential scan and a sort.
-                " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
-                (str(settings.hnsw_ef_search(n, everything)), str(max_scan)),
-            )
+                " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
+            values += [str(settings.hnsw_ef_search(n, everything)), str(max_scan)]
+    if configs:
+        conn.execute("SELECT " + ", ".join(configs), values)
     return Plan(target, languages, dense, order)
 
 
