@@ -223,9 +223,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one short adapter per endpoin
         if background:
             return _queued(wb.enqueue_uploads(uploads, site_id=site))
         report = IngestReport([wb.ingest_bytes(name, data, site_id=site) for name, data in uploads])
-        counts = {status: report.count(status) for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
         return {"site_id": site, "files": [dataclasses.asdict(o) for o in report.outcomes], "chunks": report.chunks,
-                **counts}
+                **report.counts()}
 
     @app.delete("/documents", response_model=s.DeletedDocuments, tags=["documents"], summary="Delete a document",
                 description=_ADMIN, responses=_ERRORS)

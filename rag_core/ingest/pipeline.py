@@ -77,6 +77,10 @@ class IngestReport:
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
 
+    def counts(self) -> dict[str, int]:
+        """Sources per outcome: indexed, updated, unchanged, skipped, failed."""
+        return {status: self.count(status) for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
+
     @property
     def chunks(self) -> int:
         return sum(o.chunks for o in self.outcomes if o.status in ("indexed", "updated"))
@@ -87,9 +91,7 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "indexed": self.count("indexed"), "updated": self.count("updated"),
-            "unchanged": self.count("unchanged"), "skipped": self.count("skipped"),
-            "failed": self.count("failed"), "chunks": self.chunks,
+            **self.counts(), "chunks": self.chunks,
             "duration_s": round(self.duration_s, 3),
             "errors": [{"source": o.source, "reason": o.reason} for o in self.failures],
             "skipped_sources": [{"source": o.source, "reason": o.reason} for o in self.outcomes if o.status == "skipped"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from rag_core.ingest.pipeline import IngestReport
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.jobs import records
 from rag_core.jobs.records import JobError
@@ -43,19 +44,15 @@ def ingest_paths(documents: DocumentService, progress: ProgressCallback, *, path
 def ingest_uploads(documents: DocumentService, progress: ProgressCallback, *, batch: str, site_id: str) -> Outcome:
     """Uploaded files kept in the database until stored; each one its own run, so each is reported."""
     files = records.file_names(documents.store.db, batch)
-    outcomes = []
-    chunks = 0
+    report = IngestReport()
     for done, (file_id, name) in enumerate(files):
-        progress(Progress(done, len(files), chunks, name))
-        outcome = documents.ingest_bytes(name, records.file_data(documents.store.db, file_id), site_id=site_id)
-        chunks += outcome.chunks if outcome.status in ("indexed", "updated") else 0
-        outcomes.append(outcome)
-    progress(Progress(len(files), len(files), chunks, ""))
+        progress(Progress(done, len(files), report.chunks, name))
+        report.outcomes.append(
+            documents.ingest_bytes(name, records.file_data(documents.store.db, file_id), site_id=site_id))
+    progress(Progress(len(files), len(files), report.chunks, ""))
     records.drop_files(documents.store.db, batch)
-    counts = {status: sum(1 for o in outcomes if o.status == status)
-              for status in ("indexed", "updated", "unchanged", "skipped", "failed")}
-    errors = [JobError(source=o.source, reason=o.reason or "failed") for o in outcomes if o.status == "failed"]
-    return {**counts, "chunks": chunks, "errors": [dict(e) for e in errors]}, errors
+    errors = [JobError(source=o.source, reason=o.reason or "failed") for o in report.failures]
+    return {**report.counts(), "chunks": report.chunks, "errors": [dict(e) for e in errors]}, errors
 
 
 def ingest_texts(documents: DocumentService, progress: ProgressCallback, *, texts: list[dict[str, Any]], site_id: str) -> Outcome:
