@@ -9,6 +9,7 @@ import orjson
 from fastapi import Depends, Path, Query, Request, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import AfterValidator
 
 from rag_core.api import schemas as s
@@ -47,23 +48,50 @@ async def get_caller(request: Request,
     Async, so a request does not queue for a worker thread twice; only a Redis round trip goes to a thread.
     """
     keys: KeyRing = request.app.state.keys
-    limiter: RateLimiter = request.app.state.limiter
-
-    async def hit(identity: str) -> None:
-        if limiter.shared:
-            await anyio.to_thread.run_sync(limiter.hit, identity)
-        else:
-            limiter.hit(identity)
-
     token = header_key or (bearer.credentials if bearer else None)
     try:
-        refuse_key_in_query(request.query_params.keys())
-        caller = keys.authenticate(token)
+        caller = _authenticate(request, token)
     except Unauthorized:
-        await hit(_client(request))  # guessing keys is limited per address
+        await _hit(request, _client(request))  # guessing keys is limited per address
         raise
-    await hit(_client(request) if keys.open else caller.identity)
+    await _hit(request, _client(request) if keys.open else caller.identity)
     return caller
+
+
+def _authenticate(request: Request, token: str | None) -> Principal:
+    refuse_key_in_query(request.query_params.keys())
+    return request.app.state.keys.authenticate(token)
+
+
+async def _hit(request: Request, identity: str) -> None:
+    limiter: RateLimiter = request.app.state.limiter
+    if limiter.shared:
+        await anyio.to_thread.run_sync(limiter.hit, identity)
+    else:
+        limiter.hit(identity)
+
+
+def header_token(request: Request) -> str | None:
+    """The key of a request's headers, read as the endpoints' security schemes read it."""
+    key = request.headers.get("x-api-key")
+    if key:
+        return key
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("authorization"))
+    return (credentials or None) if scheme.lower() == "bearer" else None
+
+
+async def refuse_before_body(request: Request) -> None:
+    """Raise Unauthorized, counted against the client's address, when a request's headers carry no valid key.
+
+    For a route whose body FastAPI reads before it resolves the caller (a multipart upload): without this, anyone
+    could make the server spool an upload to disk before hearing 401. A valid key is counted later, once, by
+    `get_caller`.
+    """
+    try:
+        _authenticate(request, header_token(request))
+    except Unauthorized:
+        await _hit(request, _client(request))
+        raise
 
 
 async def get_workbench(request: Request) -> Workbench:

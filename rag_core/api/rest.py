@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag_core.api import schemas as s
+from rag_core.api.access import refuse_before_body
 from rag_core.api.auth import KeyRing, RedactKeysInAccessLog
 from rag_core.api.ratelimit import RateLimiter
 from rag_core.api.retention_schedule import parse_purge_time, start_retention_scheduler
@@ -59,6 +60,18 @@ def _error(status: int, code: str, message: str, details: Any = None, headers: M
     return JSONResponse({"success": False, "error": jsonable_encoder(body)}, status_code=status, headers=headers)
 
 
+def rag_error_response(method: str, path: str, exc: RagError) -> JSONResponse:
+    """The error body of a RagError, with Retry-After when it says when to retry."""
+    headers = None
+    if isinstance(exc.details, dict) and "retry_after" in exc.details:  # rate limit, database restarting
+        headers = {"Retry-After": str(exc.details["retry_after"])}
+    if exc.status >= 500:
+        # A database that is being restarted answers every probe with 503: one line each, not an error each.
+        level = logging.INFO if headers else logging.ERROR
+        log.log(level, "%s %s failed: %s (%s)", method, path, exc.code, exc.message)
+    return JSONResponse(jsonable_encoder(exc.to_dict()), status_code=exc.status, headers=headers)
+
+
 def _field(loc: tuple[Any, ...]) -> str:
     if loc and loc[0] in ("body", "query", "path", "header"):
         loc = loc[1:]  # where the value came from; the field name follows
@@ -79,14 +92,7 @@ def _problem(error: Mapping[str, Any]) -> dict[str, str]:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError) -> JSONResponse:
-        headers = None
-        if isinstance(exc.details, dict) and "retry_after" in exc.details:  # rate limit, database restarting
-            headers = {"Retry-After": str(exc.details["retry_after"])}
-        if exc.status >= 500:
-            # A database that is being restarted answers every probe with 503: one line each, not an error each.
-            level = logging.INFO if headers else logging.ERROR
-            log.log(level, "%s %s failed: %s (%s)", request.method, request.url.path, exc.code, exc.message)
-        return JSONResponse(jsonable_encoder(exc.to_dict()), status_code=exc.status, headers=headers)
+        return rag_error_response(request.method, request.url.path, exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -181,6 +187,14 @@ class _RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if (scope["method"], scope["path"]) == ("POST", UPLOAD_PATH):
+            # FastAPI reads a form before it resolves the caller: a request with no valid key is refused before
+            # a byte of its upload is spooled.
+            try:
+                await refuse_before_body(Request(scope))
+            except RagError as exc:
+                await rag_error_response(scope["method"], scope["path"], exc)(scope, receive, send)
+                return
         limit = body_limit(scope["method"], scope["path"], self.upload_bytes)
         length = dict(scope.get("headers") or ()).get(b"content-length", b"")
         if length.strip().isdigit() and int(length) > limit:

@@ -3,10 +3,12 @@ the packaged model and the in-process worker the app starts while no `rag worker
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
 
+import anyio
 import pytest
 
 from filebuilders import make_pdf
@@ -124,6 +126,42 @@ def test_a_site_key_cannot_upload_to_another_site(client, wb, names):
     own = client.post("/documents/files", files=files, headers=auth(KEY_B))
     assert own.status_code == 200 and own.json()["site_id"] == SITE_B
     assert stored_copies(wb, SITE_B, [name]) == {name: 1}
+
+
+def _post_upload_asgi(app: Any, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, Any], int]:
+    """POST a multipart upload straight to the ASGI app: (status, JSON body, body messages the app asked for)."""
+    asked = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        asked += 1
+        return {"type": "http.request", "body": b"x" * 65536, "more_body": asked < 16}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/documents/files", "raw_path": b"/documents/files", "root_path": "", "query_string": b"",
+             "headers": [(b"host", b"testserver"), (b"content-type", b"multipart/form-data; boundary=zz"),
+                         (b"content-length", str(16 * 65536).encode()), *headers],
+             "client": ("203.0.113.7", 40000), "server": ("testserver", 80)}
+    anyio.run(app, scope, receive, send)
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], json.loads(body), asked
+
+
+def test_an_upload_without_a_valid_key_is_refused_before_its_body_is_read(client):
+    """FastAPI reads a form before it resolves the caller: without the guard's check, anyone could make the server
+    spool an upload of RAG_MAX_FILE_MB before hearing 401."""
+    for headers in ([], [(b"x-api-key", b"not-a-key")], [(b"authorization", b"Bearer not-a-key")],
+                    [(b"authorization", f"Basic {KEY_A}".encode())]):
+        status, body, asked = _post_upload_asgi(client.app, headers)
+        assert (status, body["error"]["code"], asked) == (401, "UNAUTHORIZED", 0), headers
+    # A valid key gets past the guard: the body is read and the broken form is refused for what it is.
+    status, body, asked = _post_upload_asgi(client.app, [(b"authorization", f"Bearer {KEY_A}".encode())])
+    assert status == 400 and body["error"]["code"] == "INVALID_INPUT" and asked > 0
 
 
 def test_an_upload_over_the_limit_names_it_and_its_setting(make_client, wb, names):
