@@ -18,7 +18,9 @@ In the same run, on the same chunks: bm25s top-100, a bare pgvector `ORDER BY em
 LIMIT 10` and ChromaDB (when installed), with the ratios of our p50 to theirs; the top-10 overlap
 of the pruned full-text ranking with an exact BM25 over the same lexemes, per set; and filtered
 dense search by exact scan against HNSW iterative scan at several filtered-set sizes (the figures
-PlannerSettings.exact_scan_max is set from). `--overlap-only` measures the overlap on the `eval:*` sites alone.
+PlannerSettings.exact_scan_max is set from). The one-corpus source filter is measured twice: walking the whole
+store's HNSW graph, then an index of its own (`rag index source`, built for the run and dropped after it).
+`--overlap-only` measures the overlap on the `eval:*` sites alone.
 
 Each run uses its own database on the embedded server (or DATABASE_URL's server); `--keep` leaves
 it in place and a later run with `--db NAME` reuses it without ingesting again. It prints figures
@@ -55,7 +57,9 @@ from rag_core import load_settings, open_workbench
 from rag_core.db.database import create_database_if_missing, drop_database, with_database
 from rag_core.errors import RagError
 from rag_core.evaluation.runner import machine
-from rag_core.bench.scale import SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes
+from rag_core.bench.scale import (
+    SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes, measure_own_index,
+)
 from rag_core.bench.scale import timed_search, vectors_from_store
 from rag_core.evaluation.vectors import CachedEmbedder, embedder_cache_file, load_cache, save_cache
 from rag_core.providers.embeddings import build_embedder, embedder_identity
@@ -389,6 +393,7 @@ def main() -> None:
             step = max(1, len(qs) // args.queries)
             sample = qs[::step][: args.queries]
             results: dict[str, Any] = measure_modes(wb, sample, log=console.print)
+            results.update(measure_own_index(wb, sample, log=console.print))
             refs = references(wb, sample)
             hybrid_p50 = results["hybrid / no filter"]["p50"]
             ratios = {"hybrid p50 / bm25s p50": round(hybrid_p50 / max(refs["bm25s top-100"]["p50"], 1e-3), 1),

@@ -121,6 +121,9 @@ class Workbench:
     ingest_url = _calls("library", DocumentService.ingest_url)
     ingest_index = _calls("library", DocumentService.ingest_index)
     reindex = _calls("library", DocumentService.reindex)
+    index_source = _calls("library", DocumentService.index_source)
+    source_indexes = _calls("library", DocumentService.source_indexes)
+    drop_source_index = _calls("library", DocumentService.drop_source_index)
     status = _calls("library", DocumentService.status)
     documents = _calls("library", DocumentService.documents)
 

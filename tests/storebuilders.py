@@ -40,3 +40,25 @@ def one_chunk_doc(site_id: str, source: str, text: str, dim: int, file_type: str
     return DocumentRow(site_id=site_id, source=source, title=source, file_type=file_type, file_size=len(text),
                        category="text", language="en", content_hash=uuid.uuid4().hex, content=text, doc_date=None,
                        metadata={}, chunks=[chunk])
+
+
+def clustered_chunks(wb, site: str, seed: int = 11, per_folder: int = 120
+                     ) -> tuple[dict[str, np.ndarray], np.random.Generator]:
+    """`per_folder` one-chunk documents under near/ and far/ in `site`, their vectors around two random centres,
+    written as rows stored before migration 0009 were (no source on the chunk); returns the centres and the
+    random generator, to draw a query from."""
+    rng = np.random.default_rng(seed)
+    dim = len(wb.embedder.get_query_embedding("x"))
+    centres = {"near": rng.normal(size=dim), "far": rng.normal(size=dim)}
+    with wb.db.connection() as conn:
+        for name, centre in centres.items():
+            for i in range(per_folder):
+                doc_id = conn.execute(
+                    "INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
+                    " VALUES (%s, %s, 'md', 'x', 'x', 1) RETURNING id", (site, f"{name}/{i}.md")).fetchone()[0]
+                v = centre + rng.normal(0, 0.8, dim)
+                conn.execute(
+                    "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language, fts,"
+                    " embedding) VALUES (%s, %s, 0, 'x', 0, 1, 'en', to_tsvector('english', 'x'), %s)",
+                    (doc_id, site, (v / np.linalg.norm(v)).astype(np.float32)))
+    return centres, rng

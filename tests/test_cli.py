@@ -196,3 +196,23 @@ def test_status_names_a_mistyped_embedder_instead_of_offering_a_reindex(cli_env,
     said = " ".join(shown.output.split())
     assert "Unknown embedder 'e5small'; choose one of:" in said and "e5-small" in said, said
     assert "rag reindex" not in said
+
+
+def test_a_source_filter_gets_listed_and_dropped_index(cli_env, site, tmp_path: Path) -> None:
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    (folder / "pump.md").write_text("# Pump\n\nThe pump is primed before the valve opens.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(folder), "--site", site]).exit_code == 0
+
+    made = runner.invoke(app, ["index", "source", "manuals/", "--site", site])
+    assert made.exit_code == 0, made.output
+    assert "Indexed 1 chunks of 'manuals/'" in made.stdout
+    listed = json.loads(runner.invoke(app, ["index", "list", "--site", site, "--json"]).stdout)
+    assert [(m["source_filter"], m["chunks"]) for m in listed] == [("manuals/", 1)]
+
+    nothing = runner.invoke(app, ["index", "source", "elsewhere/", "--site", site])
+    assert nothing.exit_code == 1 and "rag status --sources" in nothing.output
+    assert runner.invoke(app, ["index", "drop", "manuals/", "--site", site]).exit_code == 0
+    again = runner.invoke(app, ["index", "drop", "manuals/", "--site", site])
+    assert again.exit_code == 1 and "no index of its own" in again.output
+    assert json.loads(runner.invoke(app, ["index", "list", "--site", site, "--json"]).stdout) == []

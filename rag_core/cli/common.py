@@ -22,6 +22,9 @@ app.add_typer(db_app, name="db")
 sample_app = typer.Typer(help="The sample corpus (this project's README and docs) in its own site 'sample'.",
                          no_args_is_help=True)
 app.add_typer(sample_app, name="sample")
+index_app = typer.Typer(help="HNSW indexes of the source filters searches use often (a folder, a web site).",
+                        no_args_is_help=True)
+app.add_typer(index_app, name="index")
 
 # Control characters shown as text (\x1b) instead of reaching the terminal: a document's title, text or file
 # name carrying ESC sequences could retitle the terminal, clear the screen, hide or rewrite lines.

@@ -1,4 +1,4 @@
-"""`rag ingest`, `rag delete`, `rag status`, `rag reindex` and `rag db upgrade`: the store's documents."""
+"""`rag ingest`, `rag delete`, `rag status`, `rag reindex`, `rag index` and `rag db upgrade`: the store's documents."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from rag_core.cli import common
 from rag_core.cli.common import (
-    app, console, db_app, echo, markup_text, out, print_json, run_safely, sample_app,
+    app, console, db_app, echo, index_app, markup_text, out, print_json, run_safely, sample_app,
 )
 from rag_core.cli.jobs import report_enqueued
 from rag_core.security.ids import DEFAULT_SITE
@@ -193,6 +193,56 @@ def reindex(
             task = bar.add_task("chunks", total=None)
             result = wb.reindex(progress=lambda p: bar.update(task, completed=p.done, total=p.total))
     out.print(f"Re-embedded {result['chunks']} chunks with {result['embedder']} ({result['dimension']} dimensions).")
+
+
+@index_app.command("source")
+@run_safely
+def index_source(
+    source_filter: str = typer.Argument(..., metavar="SOURCE", help="The search's source filter, e.g. docs/ or "
+                                        "https://example.com/ (a narrower filter uses the same index)."),
+    site: str = typer.Option(..., "--site", help="Site of the documents."),
+) -> None:
+    """Give a source filter's chunks an HNSW index of their own (rerun to rebuild it)."""
+    with common.workbench() as wb:
+        with Progress(TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task("documents", total=None)
+            made = wb.index_source(source_filter, site_id=site,
+                                   progress=lambda p: bar.update(task, completed=p.done, total=p.total))
+    out.print(f"Indexed {made['chunks']} chunks of '{markup_text(source_filter)}' in site '{site}' "
+              f"({made['index_name']}); searches with that source filter walk them alone.")
+
+
+@index_app.command("list")
+@run_safely
+def index_list(site: Optional[str] = typer.Option(None, "--site", help="Only this site."),
+               as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """The source filters with an HNSW index of their own."""
+    with common.workbench() as wb:
+        made = wb.source_indexes(site_id=site)
+    if as_json:
+        print_json(made)
+        return
+    table = Table("site", "source filter", "chunks", "built")
+    for m in made:
+        table.add_row(markup_text(m["site_id"]), markup_text(m["source_filter"]), str(m["chunks"]),
+                      m["created_at"].strftime("%Y-%m-%d %H:%M"))
+    out.print(table if made else "No source filter has an index of its own; `rag index source SOURCE --site S` "
+                                 "makes one.")
+
+
+@index_app.command("drop")
+@run_safely
+def index_drop(source_filter: str = typer.Argument(..., metavar="SOURCE"),
+               site: str = typer.Option(..., "--site", help="Site of the documents.")) -> None:
+    """Drop a source filter's own index (its searches walk the whole store's graph again)."""
+    with common.workbench() as wb:
+        dropped = wb.drop_source_index(source_filter, site_id=site)
+    if not dropped:
+        echo(f"'{source_filter}' in site '{site}' has no index of its own; `rag index list` shows those that do.",
+             err=True)
+        raise typer.Exit(code=1)
+    out.print(f"Dropped the index of '{markup_text(source_filter)}' in site '{site}'.")
 
 
 @sample_app.command("add")

@@ -273,6 +273,21 @@ class DocumentService:
         return Records(stored.list_documents(self.store.reads, site_id, limit, offset))
 
     # ----- maintenance -----
+    def index_source(self, source_filter: str, site_id: str, progress: ProgressCallback | None = None
+                     ) -> vector_index.SourceIndex:
+        """Give the chunks that a search's `source` filter keeps in a site an HNSW index of their own: searches with
+        that filter (or a narrower one) walk it instead of the whole store's graph. Rerun to rebuild it."""
+        with notebook_progress(progress, "indexing", unit="document") as progress:
+            return vector_index.build_source_index(self.store.db, site_id, source_filter, progress)
+
+    def source_indexes(self, site_id: str | None = None) -> list[vector_index.SourceIndex]:
+        """The source filters that have an HNSW index of their own."""
+        return vector_index.source_indexes(self.store.db, site_id)
+
+    def drop_source_index(self, source_filter: str, site_id: str) -> bool:
+        """Drop a source filter's own index (False when it had none); its searches walk the whole graph again."""
+        return vector_index.drop_source_index(self.store.db, site_id, source_filter)
+
     def reindex(self, progress: ProgressCallback | None = None, batch: int = 512) -> ReindexSummary:
         """Re-embed every chunk with the configured embedder (resumable: rerun to continue).
 

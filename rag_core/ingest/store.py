@@ -159,9 +159,12 @@ def _copy_chunks(conn: psycopg.Connection, items: list[tuple[int, DocumentRow]])
                                 np.asarray(ch.embedding, dtype=np.float32)))
     conn.execute(
         "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, token_count,"
-        " page_number, language, fts, embedding)"
-        " SELECT document_id, site_id, chunk_index, text, start_char, end_char, token_count, page_number,"
-        " language, to_tsvector(fts_config::regconfig, fts_source), embedding FROM chunk_stage"
+        " page_number, language, fts, embedding, source)"
+        " SELECT s.document_id, s.site_id, s.chunk_index, s.text, s.start_char, s.end_char, s.token_count,"
+        " s.page_number, s.language, to_tsvector(s.fts_config::regconfig, s.fts_source), s.embedding,"
+        # the document's source on each chunk: what a prefix's HNSW index selects (migration 0009); a subquery,
+        # not a join, so the chunks keep the staging order (and their ids the order of their documents)
+        " (SELECT d.source FROM documents d WHERE d.id = s.document_id) FROM chunk_stage s"
     )
     conn.execute("DELETE FROM chunk_stage")
 

@@ -7,8 +7,20 @@ rows is several times cheaper, so a load that at least doubles the table rebuild
 from __future__ import annotations
 
 import logging
+from datetime import datetime
+from typing import TypedDict
 
-from rag_core.db.database import Database
+import psycopg
+from psycopg import sql
+
+from rag_core.db.database import Connections, Database
+from rag_core.errors import InvalidInput
+from rag_core.ingest.types import Progress
+from rag_core.progress import ProgressCallback
+from rag_core.search.sql import like_prefix, source_index_name, source_index_predicate
+from rag_core.search.validation import MAX_SOURCE_CHARS
+from rag_core.security.ids import check_id
+from rag_core.security.text import text_problem
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +46,11 @@ def should_rebuild(db: Database, sources_to_load: int, chunks_per_source: float 
 
 
 def drop(db: Database) -> None:
+    """Drop the HNSW index and those of source filters (ensure() builds them again)."""
     with db.connection() as conn:
         conn.execute(f"DROP INDEX IF EXISTS {INDEX_NAME}")
+        for (name,) in conn.execute("SELECT index_name FROM vector_source_indexes").fetchall():
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
     log.info("vector index dropped for a bulk load")
 
 
@@ -44,10 +59,109 @@ def ensure(db: Database, maintenance_work_mem: str = "1GB") -> bool:
     with db.connection() as conn:
         exists = conn.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'chunks' AND indexname = %s",
                               (INDEX_NAME,)).fetchone()
+        # a bigger maintenance_work_mem keeps the graph in memory: several times faster builds
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,))
+        _ensure_source_indexes(conn)
         if exists:
             return False
-        # a bigger maintenance_work_mem keeps the graph in memory: several times faster builds
-        conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON chunks USING hnsw (embedding vector_cosine_ops)")
     log.info("vector index built")
+    return True
+
+
+def _ensure_source_indexes(conn: psycopg.Connection) -> None:
+    """Build the listed source filters' indexes that a bulk load dropped."""
+    missing = conn.execute("SELECT v.site_id, v.source_filter, v.index_name FROM vector_source_indexes v"
+                           " WHERE NOT EXISTS (SELECT 1 FROM pg_indexes i WHERE i.tablename = 'chunks'"
+                           " AND i.indexname = v.index_name)").fetchall()
+    for site_id, source_filter, name in missing:
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON chunks USING hnsw (embedding vector_cosine_ops)"
+                             " WHERE {}").format(sql.Identifier(name),
+                                                 sql.SQL(source_index_predicate(site_id, source_filter))))
+        log.info("HNSW index of %s in site %s built again", source_filter, site_id)
+
+
+# ----- indexes of one source filter -----------------------------------------------------------------------
+# A filtered walk of the whole graph visits every chunk near the query until enough pass the filter: tens of
+# thousands when the query's neighbours lie outside it (bench_search.py, one-corpus filter). An index of the
+# chunks one source filter keeps is walked instead (planner.plan_search), for that filter and any narrower one.
+
+FILL_BATCH_DOCUMENTS = 2000
+
+
+class SourceIndex(TypedDict):
+    site_id: str
+    source_filter: str
+    index_name: str
+    chunks: int
+    created_at: datetime
+
+
+def build_source_index(db: Database, site_id: str, source_filter: str,
+                       progress: ProgressCallback | None = None, maintenance_work_mem: str = "1GB") -> SourceIndex:
+    """Build (or rebuild) the HNSW index of the chunks that `source_filter` keeps in `site_id`.
+
+    Chunks stored before migration 0009 learn their source first, a batch of documents per transaction (an
+    interrupted build keeps what it filled: run it again). The index is built CONCURRENTLY, so ingest and
+    search go on meanwhile; searches use it once it is listed in vector_source_indexes.
+    """
+    check_id(site_id, "site_id")
+    problem = text_problem(source_filter) if source_filter.strip() else "is empty"
+    if problem or source_filter != source_filter.strip() or len(source_filter) > MAX_SOURCE_CHARS:
+        raise InvalidInput(f"The source filter {problem or 'has spaces around it or is too long'}; give the path "
+                           "or URL part a search filters on, e.g. `rag index source docs/ --site S`.",
+                           details={"source_filter": source_filter[:80]})
+    pattern = like_prefix(source_filter)
+    with db.connection() as conn:
+        ids = [r[0] for r in conn.execute("SELECT id FROM documents WHERE site_id = %s AND source LIKE %s ORDER BY id",
+                                          (site_id, pattern)).fetchall()]
+    if not ids:
+        raise InvalidInput(f"No document of site '{site_id}' has a source matching '{source_filter}'; "
+                           "`rag status --sources --site SITE` lists them.",
+                           details={"site_id": site_id, "source_filter": source_filter})
+    report = progress or (lambda _: None)
+    for start in range(0, len(ids), FILL_BATCH_DOCUMENTS):
+        batch = ids[start:start + FILL_BATCH_DOCUMENTS]
+        with db.connection() as conn:
+            conn.execute("UPDATE chunks c SET source = d.source FROM documents d"
+                         " WHERE d.id = ANY(%s) AND c.document_id = d.id AND c.source IS NULL", (batch,))
+        report(Progress(start + len(batch), len(ids) + 1, 0, current="chunks learn their source"))
+    name = source_index_name(site_id, source_filter)
+    with psycopg.connect(db.url, autocommit=True) as conn:   # CONCURRENTLY runs outside a transaction
+        conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
+        # A build that was interrupted leaves an invalid index behind: it is dropped and built again.
+        conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON chunks USING hnsw (embedding vector_cosine_ops)"
+                             " WHERE {}").format(sql.Identifier(name), sql.SQL(source_index_predicate(site_id, source_filter))))
+        chunks = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s AND source LIKE %s",
+                              (site_id, pattern)).fetchone()[0]
+        row = conn.execute(
+            "INSERT INTO vector_source_indexes (site_id, source_filter, index_name, chunks) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (site_id, source_filter) DO UPDATE SET index_name = EXCLUDED.index_name,"
+            " chunks = EXCLUDED.chunks, created_at = now() RETURNING created_at",
+            (site_id, source_filter, name, chunks)).fetchone()
+    report(Progress(len(ids) + 1, len(ids) + 1, chunks, current=name))
+    log.info("HNSW index of %s in site %s built: %d chunks", source_filter, site_id, chunks)
+    return SourceIndex(site_id=site_id, source_filter=source_filter, index_name=name, chunks=int(chunks),
+                       created_at=row[0])
+
+
+def source_indexes(db: Connections, site_id: str | None = None) -> list[SourceIndex]:
+    with db.connection() as conn:
+        rows = conn.execute("SELECT site_id, source_filter, index_name, chunks, created_at FROM vector_source_indexes"
+                            " WHERE %(site)s::text IS NULL OR site_id = %(site)s ORDER BY site_id, source_filter",
+                            {"site": site_id}).fetchall()
+    return [SourceIndex(site_id=r[0], source_filter=r[1], index_name=r[2], chunks=int(r[3]), created_at=r[4])
+            for r in rows]
+
+
+def drop_source_index(db: Database, site_id: str, source_filter: str) -> bool:
+    """Drop a source filter's index; False when there was none. Searches stop using it first."""
+    with db.connection() as conn:
+        row = conn.execute("DELETE FROM vector_source_indexes WHERE site_id = %s AND source_filter = %s"
+                           " RETURNING index_name", (site_id, source_filter)).fetchone()
+    if row is None:
+        return False
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(row[0])))
     return True

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from psycopg.pq import TransactionStatus
 
 from rag_core.search.fusion import Fusion
-from rag_core.search.sql import Scope, scope_params, scope_sql
+from rag_core.search.sql import Scope, covers, scope_params, scope_sql, source_index_predicate
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ class Plan(NamedTuple):
     languages: list[str]   # languages stored in scope
     dense: str             # "exact", "hnsw" or "none"
     order: str             # the dense order for build_statement: "exact", "index_set" or "index" (a broad filter)
+    # With an HNSW plan, the predicate of the source filter's own index (sql.source_index_predicate) when one
+    # covers the filter: the walk then visits only that filter's chunks.
+    index_predicate: str = ""
 
 
 # Each site's distinct file types by a loose walk of (site_id, file_type) (one index probe per type), and
@@ -134,23 +137,28 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
     frag = scope_sql(scope)
     params = scope_params(scope)
     cache_mode = "force_custom_plan" if scope.has_filters else "force_generic_plan"
+    indexable = bool(scope.source and scope.site_id) and mode != "fulltext"
     row = conn.execute(
         f"SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', '{cache_mode}', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
         " (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s),"
         f" (SELECT array_agg(language) FROM (SELECT s.language FROM corpus_stats s WHERE {frag['stats']}"
         "   GROUP BY s.language HAVING sum(s.n_chunks) > 0) x),"
-        " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)",
+        " (SELECT reltuples FROM pg_class WHERE oid = 'documents'::regclass)"
+        + (", (SELECT array_agg(source_filter) FROM vector_source_indexes WHERE site_id = %(site)s)"
+           if indexable else ""),
         params,
     ).fetchone()
     row = row[1:]
     in_scope, everything, languages = int(row[1]), int(row[2]), list(row[3] or [])
+    index_filters = list(row[5] or []) if indexable else []
     if in_scope <= 0:
         return Plan(0, languages, "none", "exact")
     target = filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1), settings) \
         if scope.has_filters else in_scope
     narrow = target <= settings.narrow_bound(in_scope)
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
+    predicate = ""
     configs: list[str] = []   # this transaction's settings, sent in one statement
     values: list[Any] = []
     if scope.has_filters and narrow and target > 0:
@@ -174,9 +182,12 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
                 # estimate still picks a sequential scan and a sort.
                 " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
             values += [str(settings.hnsw_ef_search(n, everything)), str(max_scan)]
+            covering = [f for f in index_filters if covers(f, scope.source or "")]
+            if covering:  # the narrowest index that holds every chunk the filter keeps
+                predicate = source_index_predicate(scope.site_id or "", max(covering, key=len), alias="c")
     if configs:
         conn.execute("SELECT " + ", ".join(configs), values)
-    return Plan(target, languages, dense, order)
+    return Plan(target, languages, dense, order, predicate)
 
 
 def filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_scope: int, everything: int,

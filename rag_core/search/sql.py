@@ -1,16 +1,20 @@
 """The ranking statement's SQL: the scope and filter fragments, the CTEs of each ranking, their fusion and
 the page or top-chunk output, assembled by `build_statement` from fixed text (docs/search-method.md).
 
-Every value is a bound parameter; the SQL text is assembled only from the fixed fragments below.
+Every value is a bound parameter; the SQL text is assembled only from the fixed fragments below, but for the
+predicate of a source filter's HNSW index, whose site and pattern are quoted literals: PostgreSQL walks a partial
+index only for a query whose own text proves its predicate.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from psycopg import sql as psql
 
 from rag_core.search.fusion import SPREAD_DEPTH, Fusion
 from rag_core.security.ids import every_site_sql
@@ -36,6 +40,31 @@ def like_prefix(value: str) -> str:
     # An absolute path or URL matches from the start; anything else anywhere in the source.
     anchored = value.startswith(("/", "http://", "https://")) or (len(value) > 2 and value[1] == ":")
     return f"{escaped}%" if anchored else f"%{escaped}%"
+
+
+# HNSW indexes of one source filter (ingest/vector_index.py builds them; planner.plan_search walks one).
+SOURCE_INDEX_PREFIX = "chunks_hnsw_src_"
+
+
+def source_index_name(site_id: str, source_filter: str) -> str:
+    return SOURCE_INDEX_PREFIX + hashlib.sha1(f"{site_id}\0{source_filter}".encode()).hexdigest()[:16]
+
+
+def source_index_predicate(site_id: str, source_filter: str, alias: str = "") -> str:
+    """The partial index's WHERE, and what a search adds to its walk (the same text, so PostgreSQL proves
+    that the index holds every row the walk may return); quoted literals, never parameters."""
+    col = f"{alias}." if alias else ""
+    return psql.SQL("{}site_id = {} AND {}source LIKE {}").format(
+        psql.SQL(col), psql.Literal(site_id), psql.SQL(col), psql.Literal(like_prefix(source_filter))).as_string(None)
+
+
+def covers(index_filter: str, source_filter: str) -> bool:
+    """Whether every source the filter `source_filter` keeps is kept by `index_filter` (sql.like_prefix: an
+    absolute path or URL is a prefix, anything else a part)."""
+    index_pattern, pattern = like_prefix(index_filter), like_prefix(source_filter)
+    if index_pattern.startswith("%"):   # a part: any source holding the narrower text holds it too
+        return index_filter in source_filter
+    return not pattern.startswith("%") and source_filter.startswith(index_filter)
 
 
 def scope_sql(scope: Scope) -> dict[str, str]:
@@ -328,14 +357,14 @@ ORDER BY t.score DESC, t.id
 
 
 def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, output: str,
-                    lexical_given: bool = False) -> str:
+                    lexical_given: bool = False, walk: str = "") -> str:
     """The one statement for a mode: CTEs for each ranking, their fusion, then the page or top chunks.
 
     dense_order (from planner.plan_search) also says how a filter is checked: "index" looks up each row's document
     (a broad filter, in the postings walk as in the HNSW walk); "index_set" and "exact" use the set of the
     filtered documents (a narrow one). With lexical_given (hybrid only) the full-text candidates, the query's
     terms and lexemes and the proof of the head come as parameters from `lexical_statement`, run while the
-    query was being embedded.
+    query was being embedded. `walk` (planner.Plan.index_predicate) confines an HNSW walk to a source filter's index.
     """
     frag = scope_sql(scope)
     row_check = dense_order == "index"
@@ -353,6 +382,7 @@ def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, o
         if dense_order in ("index", "index_set"):
             order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
             dense_filter = frag["chunk_filter_set" if dense_order == "index_set" else "chunk_filter_row"]
+            dense_filter += " AND " + walk.replace("%", "%%") if walk else ""  # its LIKE pattern's % are not placeholders
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
             order, chunks, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunks_filtered"], ""
         parts.append(_DENSE_CTES.format(chunks=chunks, chunk_scope=frag["chunk"], chunk_filter=dense_filter,

@@ -57,6 +57,8 @@ def test_an_older_store_moves_its_sample_out_of_the_default_site(pg_server_url) 
         alembic_to(url, "0006_inline_vectors", 4)
         db = Database(url, pool_size=1)
         try:
+            with db.connection() as conn:  # today's writer also stores each chunk's source (0009 adds the column)
+                conn.execute("ALTER TABLE chunks ADD COLUMN source text")
             write_documents(db, [one_chunk_doc(DEFAULT_SITE, readme, "the workbench readme text", 4),
                                  one_chunk_doc(DEFAULT_SITE, guide, "a user guide of the workbench", 4),
                                  one_chunk_doc(SAMPLE_SITE, guide, "a user guide of the workbench", 4),

@@ -242,6 +242,8 @@ def test_migration_moves_vectors_into_the_rows_and_new_ones_stay_there(pg_server
         alembic_to(url, "0005_filter_indexes", 512)
         db = Database(url, pool_size=1)
         try:
+            with db.connection() as conn:  # today's writer also stores each chunk's source (0009 adds the column)
+                conn.execute("ALTER TABLE chunks ADD COLUMN source text")
             write_documents(db, [one_chunk_doc("old", f"s{i}", f"short text number {i}", 512) for i in range(3)])
             with db.connection() as conn:
                 assert _toasted_values(conn) == 3  # before: every vector out of line

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from filebuilders import ingest_dated_files
+from storebuilders import clustered_chunks
 
 from rag_core.search import hybrid
 from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings, plan_search
@@ -156,22 +157,8 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site,
     """A filter far from the query (its documents in another cluster than the query's nearest
     neighbours): the HNSW walk with either form of the per-row check returns the exact top within
     the filter, and the statement checks the filter against a hashed set when it is narrow."""
-    rng = np.random.default_rng(11)
-    dim = len(wb.embedder.get_query_embedding("x"))
-    near, far = rng.normal(size=dim), rng.normal(size=dim)
-    groups = {"near": near, "far": far}
-    with wb.db.connection() as conn:
-        for name, centre in groups.items():
-            for i in range(120):
-                doc_id = conn.execute(
-                    "INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
-                    " VALUES (%s, %s, 'md', 'x', 'x', 1) RETURNING id", (site, f"{name}/{i}.md")).fetchone()[0]
-                v = centre + rng.normal(0, 0.8, dim)
-                conn.execute(
-                    "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language, fts,"
-                    " embedding) VALUES (%s, %s, 0, 'x', 0, 1, 'en', to_tsvector('english', 'x'), %s)",
-                    (doc_id, site, (v / np.linalg.norm(v)).astype(np.float32)))
-    query = near + rng.normal(0, 0.1, dim)
+    centres, rng = clustered_chunks(wb, site)
+    query = centres["near"] + rng.normal(0, 0.1, len(centres["near"]))
     query = (query / np.linalg.norm(query)).astype(np.float32)
     # A set larger than the cap (120 far documents here) is not hashed: each row's document is looked up.
     checks = PlannerSettings(dense_row_check_share=row_check_share, dense_row_check_max=row_check_max)
@@ -182,7 +169,7 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site,
 
     def top(limit: int) -> tuple[list[str], str]:
         with wb.db.connection() as conn:
-            _, _, plan, order = plan_search(conn, scope, "semantic", fusion, replace(checks, exact_scan_chunks=limit))
+            _, _, plan, order, _ = plan_search(conn, scope, "semantic", fusion, replace(checks, exact_scan_chunks=limit))
             if plan == "hnsw":
                 # Make the planner walk the HNSW index as it does on a large store.
                 conn.execute("SET LOCAL enable_sort = off")
@@ -216,7 +203,7 @@ def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, fil
 
     def run(row_check_share: float) -> tuple[list[str], str, str]:
         with wb.db.connection() as conn:
-            _, languages, _, order = plan_search(conn, scope, mode, fusion, replace(large, row_check_share=row_check_share))
+            _, languages, _, order, _ = plan_search(conn, scope, mode, fusion, replace(large, row_check_share=row_check_share))
             configs, texts = hybrid.query_configs(query, languages)
             sql = hybrid.build_statement(mode, fusion, scope, order, "chunks")
             params = hybrid.statement_params(scope, fusion, configs, texts, emb) | {"k": 10}
@@ -259,7 +246,7 @@ def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site) -> Non
     def prepared(scope: hybrid.Scope, row_check_max: int, share: float = 0.5) -> tuple[int, str]:
         counted.clear()
         with wb.db.connection() as conn:
-            target, _, _, order = plan_search(Recorder(conn), scope, "hybrid", fusion,
+            target, _, _, order, _ = plan_search(Recorder(conn), scope, "hybrid", fusion,
                                               replace(sampled, row_check_max=row_check_max, row_check_share=share))
         return target, order
 
