@@ -335,6 +335,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
     parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
+    parser.add_argument("--filters-only", action="store_true",
+                        help="on a kept store: only the modes with and without filters and the one-corpus filter's "
+                             "own index (no references, overlap, crossover or concurrency)")
     parser.add_argument("--overlap-only", action="store_true",
                         help="only the full-text overlap with exact BM25, on the eval:* sites `rag eval` built")
     parser.add_argument("--db", default="", help="reuse this bench database (made by an earlier --keep run)")
@@ -394,6 +397,17 @@ def main() -> None:
             sample = qs[::step][: args.queries]
             results: dict[str, Any] = measure_modes(wb, sample, log=console.print)
             results.update(measure_own_index(wb, sample, log=console.print))
+            if args.filters_only:
+                report = {"documents": build["documents"], "chunks": build["chunks"], "build": build,
+                          "queries_per_measurement": len(sample), "machine": machine(),
+                          "command": " ".join(["eval/bench_search.py", *sys.argv[1:]]),
+                          "load_1min": {**load_1min, "end": round(os.getloadavg()[0], 1)},
+                          "embedder": wb.embedder_name, "results": results, "database": db_name if keep else None,
+                          "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                args.output.parent.mkdir(parents=True, exist_ok=True)
+                args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                print(json.dumps(report, indent=2, ensure_ascii=False))
+                return
             refs = references(wb, sample)
             hybrid_p50 = results["hybrid / no filter"]["p50"]
             ratios = {"hybrid p50 / bm25s p50": round(hybrid_p50 / max(refs["bm25s top-100"]["p50"], 1e-3), 1),

@@ -228,7 +228,7 @@ def render_search(path: Path, d: Any) -> list[str]:
                f"{recorded(d)}")
     rows = []
     for name, r in d.get("results", {}).items():
-        if name == "concurrent":
+        if name == "concurrent" or "p50" not in r:
             continue
         rows.append([name, ms(r.get("p50")), ms(r.get("p95")), r.get("errors"), r.get("empty")])
     for name, r in d.get("references", {}).items():
@@ -245,6 +245,9 @@ def render_search(path: Path, d: Any) -> list[str]:
         facts.append("full-text top-10 overlap with an exact BM25: " + ", ".join(
             f"{s} {num(v.get('overlap@10'))} ({v.get('proven exact')} of {v.get('queries')} proven exact)"
             for s, v in sorted(d["fulltext_overlap"].items())))
+    for name, r in d.get("results", {}).items():
+        if name != "concurrent" and "p50" not in r:   # e.g. the own index's size and build time
+            facts.append(f"{name}: " + ", ".join(f"{k} {num(v, 1)}" for k, v in r.items()))
     conc = d.get("results", {}).get("concurrent")
     if conc:
         facts.append(f"{conc.get('searches')} concurrent searches: p50 {ms(conc.get('p50'))} ms, p95 "

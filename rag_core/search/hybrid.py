@@ -139,7 +139,7 @@ def _start_vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> No
 
 
 def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, scope: Scope, fusion: Fusion,
-            order: str, output: str, params: dict[str, Any], walk: str = "") -> list[tuple]:
+            order: str, output: str, params: dict[str, Any], walk: Sequence[Any] = ("", True)) -> list[tuple]:
     """The statement's rows. A hybrid search first ranks the full text alone (it needs no vector, so it runs
     while the query is embedded), then passes its candidates to the dense ranking and the fusion; with a
     narrow filter one statement does both (bench_search.py, one-corpus filter at 165K documents)."""
@@ -148,7 +148,7 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
     if mode != "hybrid" or (scope.has_filters and order != "index"):
         if mode != "fulltext":
             params["emb"] = emb if emb is not None else query.vector
-        return _run_ranked(conn, build_statement(mode, fusion, scope, order, output, walk=walk), params, fusion, mode,
+        return _run_ranked(conn, build_statement(mode, fusion, scope, order, output, walk=walk[0], walk_checks=walk[1]), params, fusion, mode,
                            generic)
     lexical = _run_ranked(conn, lexical_statement(scope, order), params, fusion, mode, generic)
     found = [r for r in lexical if r[0] is not None]
@@ -157,7 +157,8 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
               "ft_scores": number_array(r[2] for r in found),
               "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
               "ft_exact": lexical[0][5] if lexical else True}
-    return _execute(conn, build_statement(mode, fusion, scope, order, output, lexical_given=True, walk=walk), params,
+    return _execute(conn, build_statement(mode, fusion, scope, order, output, lexical_given=True, walk=walk[0],
+                                            walk_checks=walk[1]), params,
                     generic)
 
 
@@ -178,7 +179,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     _start_vector(q, emb, req.mode)
     with db.connection() as conn:
         scope = without_covering_filters(conn, scope)
-        target, languages, plan, order, walk = plan_search(conn, scope, req.mode, fusion, planner)
+        target, languages, plan, order, *walk = plan_search(conn, scope, req.mode, fusion, planner)
         if target == 0 and not languages:
             raise _nothing_indexed(req.site_id)
         configs, texts = q.configs(languages)
@@ -243,7 +244,7 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     _start_vector(q, emb, mode)
     with db.connection() as conn:
         scope = without_covering_filters(conn, scope)
-        target, languages, _, order, walk = plan_search(conn, scope, mode, fusion, planner)
+        target, languages, _, order, *walk = plan_search(conn, scope, mode, fusion, planner)
         if target == 0:
             return []
         configs, texts = q.configs(languages)

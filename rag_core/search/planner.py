@@ -78,6 +78,9 @@ class Plan(NamedTuple):
     # With an HNSW plan, the predicate of the source filter's own index (sql.source_index_predicate) when one
     # covers the filter: the walk then visits only that filter's chunks.
     index_predicate: str = ""
+    # False when that index holds exactly the filtered chunks (the filter's own, and no other filter): the walk
+    # then checks no filter at all.
+    walk_checks: bool = True
 
 
 # Each site's distinct file types by a loose walk of (site_id, file_type) (one index probe per type), and
@@ -158,7 +161,7 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
         if scope.has_filters else in_scope
     narrow = target <= settings.narrow_bound(in_scope)
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
-    predicate = ""
+    predicate, walk_checks = "", True
     configs: list[str] = []   # this transaction's settings, sent in one statement
     values: list[Any] = []
     if scope.has_filters and narrow and target > 0:
@@ -184,10 +187,12 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
             values += [str(settings.hnsw_ef_search(n, everything)), str(max_scan)]
             covering = [f for f in index_filters if covers(f, scope.source or "")]
             if covering:  # the narrowest index that holds every chunk the filter keeps
-                predicate = source_index_predicate(scope.site_id or "", max(covering, key=len), alias="c")
+                own = max(covering, key=len)
+                predicate = source_index_predicate(scope.site_id or "", own, alias="c")
+                walk_checks = own != scope.source or bool(scope.types or scope.date_from or scope.date_to)
     if configs:
         conn.execute("SELECT " + ", ".join(configs), values)
-    return Plan(target, languages, dense, order, predicate)
+    return Plan(target, languages, dense, order, predicate, walk_checks)
 
 
 def filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_scope: int, everything: int,

@@ -357,14 +357,15 @@ ORDER BY t.score DESC, t.id
 
 
 def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, output: str,
-                    lexical_given: bool = False, walk: str = "") -> str:
+                    lexical_given: bool = False, walk: str = "", walk_checks: bool = True) -> str:
     """The one statement for a mode: CTEs for each ranking, their fusion, then the page or top chunks.
 
     dense_order (from planner.plan_search) also says how a filter is checked: "index" looks up each row's document
     (a broad filter, in the postings walk as in the HNSW walk); "index_set" and "exact" use the set of the
     filtered documents (a narrow one). With lexical_given (hybrid only) the full-text candidates, the query's
     terms and lexemes and the proof of the head come as parameters from `lexical_statement`, run while the
-    query was being embedded. `walk` (planner.Plan.index_predicate) confines an HNSW walk to a source filter's index.
+    query was being embedded. `walk` (planner.Plan.index_predicate) confines an HNSW walk to a source filter's index,
+    and without `walk_checks` (that index holds exactly the filtered chunks) the walk checks no filter.
     """
     frag = scope_sql(scope)
     row_check = dense_order == "index"
@@ -382,7 +383,8 @@ def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, o
         if dense_order in ("index", "index_set"):
             order, chunks = "c.embedding <=> %(emb)b::vector", "chunks c"
             dense_filter = frag["chunk_filter_set" if dense_order == "index_set" else "chunk_filter_row"]
-            dense_filter += " AND " + walk.replace("%", "%%") if walk else ""  # its LIKE pattern's % are not placeholders
+            if walk:  # its LIKE pattern's % are not placeholders
+                dense_filter = (dense_filter if walk_checks else "") + " AND " + walk.replace("%", "%%")
         else:  # "+ 0" keeps the planner off the index: the filtered set is small enough to rank exactly
             order, chunks, dense_filter = "(c.embedding <=> %(emb)b::vector) + 0", frag["chunks_filtered"], ""
         parts.append(_DENSE_CTES.format(chunks=chunks, chunk_scope=frag["chunk"], chunk_filter=dense_filter,

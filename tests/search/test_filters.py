@@ -169,7 +169,7 @@ def test_filtered_hnsw_top_equals_exact_within_the_filter(wb, site,
 
     def top(limit: int) -> tuple[list[str], str]:
         with wb.db.connection() as conn:
-            _, _, plan, order, _ = plan_search(conn, scope, "semantic", fusion, replace(checks, exact_scan_chunks=limit))
+            _, _, plan, order, *_ = plan_search(conn, scope, "semantic", fusion, replace(checks, exact_scan_chunks=limit))
             if plan == "hnsw":
                 # Make the planner walk the HNSW index as it does on a large store.
                 conn.execute("SET LOCAL enable_sort = off")
@@ -203,7 +203,7 @@ def test_a_broad_filter_is_looked_up_row_by_row_in_the_postings_walk_too(wb, fil
 
     def run(row_check_share: float) -> tuple[list[str], str, str]:
         with wb.db.connection() as conn:
-            _, languages, _, order, _ = plan_search(conn, scope, mode, fusion, replace(large, row_check_share=row_check_share))
+            _, languages, _, order, *_ = plan_search(conn, scope, mode, fusion, replace(large, row_check_share=row_check_share))
             configs, texts = hybrid.query_configs(query, languages)
             sql = hybrid.build_statement(mode, fusion, scope, order, "chunks")
             params = hybrid.statement_params(scope, fusion, configs, texts, emb) | {"k": 10}
@@ -246,7 +246,7 @@ def test_a_large_scope_tells_a_broad_filter_from_a_sample(wb, files_site) -> Non
     def prepared(scope: hybrid.Scope, row_check_max: int, share: float = 0.5) -> tuple[int, str]:
         counted.clear()
         with wb.db.connection() as conn:
-            target, _, _, order, _ = plan_search(Recorder(conn), scope, "hybrid", fusion,
+            target, _, _, order, *_ = plan_search(Recorder(conn), scope, "hybrid", fusion,
                                               replace(sampled, row_check_max=row_check_max, row_check_share=share))
         return target, order
 

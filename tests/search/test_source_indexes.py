@@ -12,7 +12,7 @@ from rag_core.errors import InvalidInput
 from rag_core.ingest import vector_index
 from rag_core.search import hybrid
 from rag_core.search.planner import PlannerSettings, plan_search
-from rag_core.search.sql import covers, source_index_name
+from rag_core.search.sql import covers, scope_params, scope_sql, source_index_name
 from rag_core.search.validation import validate_search
 
 LARGE = PlannerSettings(exact_scan_chunks=0)   # the HNSW plan of a large store
@@ -42,7 +42,8 @@ def top(wb, site: str, source: str, query: np.ndarray, planner: PlannerSettings)
         plan = plan_search(conn, scope, "semantic", fusion, planner)
         if plan.dense == "hnsw":
             conn.execute("SET LOCAL enable_sort = off")   # walk the index as on a large store
-        sql = hybrid.build_statement("semantic", fusion, scope, plan.order, "chunks", walk=plan.index_predicate)
+        sql = hybrid.build_statement("semantic", fusion, scope, plan.order, "chunks", walk=plan.index_predicate,
+                                     walk_checks=plan.walk_checks)
         explained = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params, prepare=False))
         rows = conn.execute(sql, params, prepare=False).fetchall()
     return [r[3] for r in rows], plan.index_predicate, explained
@@ -70,9 +71,18 @@ def test_a_source_filter_walks_its_own_index_with_the_exact_results(wb, two_fold
     walked, predicate, plan = top(wb, site, "far/", query, LARGE)
     assert made["index_name"] in plan and "chunks_embedding_hnsw_idx" not in plan
     assert predicate.startswith("c.site_id = ") and walked == exact and len(walked) == 10
-    # A narrower filter walks the same index; another folder's does not.
+    # The index holds exactly the filter's chunks: the walk checks no filter, and the filter's documents (which
+    # the postings walk needs) are read from their own index, not by testing every document of the site.
+    assert "SubPlan" not in plan.split("CTE de")[1].split("CTE der")[0]
+    scope = hybrid.Scope(site, source="far/")
+    with wb.db.connection() as conn:
+        documents = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT d.id FROM documents d WHERE {scope_sql(scope)['doc']}", scope_params(scope), prepare=False))
+    assert made["index_name"] + "_docs" in documents
+    # A narrower filter walks the same index, checking its own filter; another folder's does not.
     narrow, predicate, plan = top(wb, site, "far/1", query, LARGE)
-    assert made["index_name"] in plan and narrow == top(wb, site, "far/1", query, EXACT)[0]
+    assert made["index_name"] in plan and "SubPlan" in plan.split("CTE de")[1]
+    assert narrow == top(wb, site, "far/1", query, EXACT)[0]
     assert all(s.startswith("far/1") for s in narrow)
     _, predicate, plan = top(wb, site, "near/", query, LARGE)
     assert predicate == "" and made["index_name"] not in plan

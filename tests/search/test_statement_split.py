@@ -41,7 +41,7 @@ def _single_statement(wb, text: str, site: str, output: str, filters: dict[str, 
     fusion = fusion_for(wb.store.embedder_name)
     fusion = replace(fusion, candidates=max(fusion.candidates, 30 if output == "documents" else 20))
     with wb.reads.connection() as conn:
-        _, languages, _, order, _ = plan_search(conn, scope, "hybrid", fusion)
+        _, languages, _, order, *_ = plan_search(conn, scope, "hybrid", fusion)
         configs, texts = q.configs(languages)
         params = statement_params(scope, fusion, configs, texts, q.vector)
         if output == "documents":
