@@ -134,14 +134,15 @@ def build_source_index(db: Database, site_id: str, source_filter: str,
         conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
         # A build that was interrupted leaves an invalid index behind: it is dropped and built again.
         conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        predicate = sql.SQL(source_index_predicate(site_id, source_filter))
         conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON chunks USING hnsw (embedding vector_cosine_ops)"
-                             " WHERE {}").format(sql.Identifier(name), sql.SQL(source_index_predicate(site_id, source_filter))))
+                             " WHERE {}").format(sql.Identifier(name), predicate))
         # The filter's documents too: a search hashes their ids for its postings walk, which read every document
         # of the site to test the pattern (50 ms for 92K of 217K documents; bench_search.py, one-corpus filter),
         # and the planner sums their chunks (planner.filtered_chunks) from the index alone.
         conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name + DOCS_SUFFIX)))
         conn.execute(sql.SQL("CREATE INDEX CONCURRENTLY {} ON documents (id) INCLUDE (chunk_count) WHERE {}").format(
-            sql.Identifier(name + DOCS_SUFFIX), sql.SQL(source_index_predicate(site_id, source_filter))))
+            sql.Identifier(name + DOCS_SUFFIX), predicate))
         chunks = conn.execute("SELECT count(*) FROM chunks WHERE site_id = %s AND source LIKE %s",
                               (site_id, pattern)).fetchone()[0]
         row = conn.execute(

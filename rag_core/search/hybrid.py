@@ -139,7 +139,7 @@ def _start_vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> No
 
 
 def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, scope: Scope, fusion: Fusion,
-            order: str, output: str, params: dict[str, Any], walk: Sequence[Any] = ("", True)) -> list[tuple]:
+            order: str, output: str, params: dict[str, Any], walk: str = "", walk_checks: bool = True) -> list[tuple]:
     """The statement's rows. A hybrid search first ranks the full text alone (it needs no vector, so it runs
     while the query is embedded), then passes its candidates to the dense ranking and the fusion; with a
     narrow filter one statement does both (bench_search.py, one-corpus filter at 165K documents)."""
@@ -148,8 +148,8 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
     if mode != "hybrid" or (scope.has_filters and order != "index"):
         if mode != "fulltext":
             params["emb"] = emb if emb is not None else query.vector
-        return _run_ranked(conn, build_statement(mode, fusion, scope, order, output, walk=walk[0], walk_checks=walk[1]), params, fusion, mode,
-                           generic)
+        sql = build_statement(mode, fusion, scope, order, output, walk=walk, walk_checks=walk_checks)
+        return _run_ranked(conn, sql, params, fusion, mode, generic)
     lexical = _run_ranked(conn, lexical_statement(scope, order), params, fusion, mode, generic)
     found = [r for r in lexical if r[0] is not None]
     params = {**params, "emb": emb if emb is not None else query.vector,
@@ -157,9 +157,8 @@ def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, 
               "ft_scores": number_array(r[2] for r in found),
               "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
               "ft_exact": lexical[0][5] if lexical else True}
-    return _execute(conn, build_statement(mode, fusion, scope, order, output, lexical_given=True, walk=walk[0],
-                                            walk_checks=walk[1]), params,
-                    generic)
+    sql = build_statement(mode, fusion, scope, order, output, lexical_given=True, walk=walk, walk_checks=walk_checks)
+    return _execute(conn, sql, params, generic)
 
 
 def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
@@ -179,7 +178,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     _start_vector(q, emb, req.mode)
     with db.connection() as conn:
         scope = without_covering_filters(conn, scope)
-        target, languages, plan, order, *walk = plan_search(conn, scope, req.mode, fusion, planner)
+        target, languages, plan, order, walk, walk_checks = plan_search(conn, scope, req.mode, fusion, planner)
         if target == 0 and not languages:
             raise _nothing_indexed(req.site_id)
         configs, texts = q.configs(languages)
@@ -188,7 +187,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
         params = statement_params(scope, fusion, configs, texts, None)
         params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks,
                        "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))})
-        rows = _ranked(conn, q, emb, req.mode, scope, fusion, order, "documents", params, walk)
+        rows = _ranked(conn, q, emb, req.mode, scope, fusion, order, "documents", params, walk, walk_checks)
     result = _documents_from_rows(rows, configs, plan)
     result.query_texts = texts
     q.lexemes = result.lexemes
@@ -244,13 +243,13 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     _start_vector(q, emb, mode)
     with db.connection() as conn:
         scope = without_covering_filters(conn, scope)
-        target, languages, _, order, *walk = plan_search(conn, scope, mode, fusion, planner)
+        target, languages, _, order, walk, walk_checks = plan_search(conn, scope, mode, fusion, planner)
         if target == 0:
             return []
         configs, texts = q.configs(languages)
         params = statement_params(scope, fusion, configs, texts, None)
         params.update({"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
-        rows = _ranked(conn, q, emb, mode, scope, fusion, order, "chunks", params, walk)
+        rows = _ranked(conn, q, emb, mode, scope, fusion, order, "chunks", params, walk, walk_checks)
     return [ChunkHit(chunk_id=r[0], document_id=r[1], site_id=r[2], source=r[3], title=r[4], file_type=r[5],
                      chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],

@@ -39,5 +39,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     for (name,) in op.get_bind().exec_driver_sql("SELECT index_name FROM vector_source_indexes").fetchall():
         op.execute(f'DROP INDEX IF EXISTS "{name}"')
+        op.execute(f'DROP INDEX IF EXISTS "{name}_docs"')   # its documents' index (ingest/vector_index.py)
     op.execute("DROP TABLE vector_source_indexes")
     op.execute("ALTER TABLE chunks DROP COLUMN source")
