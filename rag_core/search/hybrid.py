@@ -8,9 +8,12 @@ when its full-text head cannot be proven exact. The method is explained in docs/
 from __future__ import annotations
 
 import datetime as dt
+import select
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -23,7 +26,7 @@ from rag_core.search.fusion import (  # noqa: F401 - callers import the fusion f
     cosine_floor,
     fusion_for,
 )
-from rag_core.search.planner import DEFAULT_PLANNER, PlannerSettings, plan_search, without_covering_filters
+from rag_core.search.planner import DEFAULT_PLANNER, Plan, PlannerSettings, plan_search, without_covering_filters
 from rag_core.search.query import PreparedQuery, prepared
 from rag_core.search.sql import (
     COVERAGE_SQL,
@@ -106,12 +109,26 @@ def check_indexed(db: Any, site_id: str | None) -> None:
         raise _nothing_indexed(site_id)
 
 
-def _execute(conn: Any, sql: str, params: dict[str, Any], generic: bool) -> list[tuple]:
+def _execute(conn: Any, sql: str, params: dict[str, Any], generic: bool, last: bool = False,
+             meanwhile: Callable[[Callable[[], bool]], None] | None = None) -> list[tuple]:
     """Rows of one statement; a `generic` one is prepared and planned once per connection (plan_search set
-    plan_cache_mode for the transaction), its row counts fixed in its text."""
-    if generic:
-        return conn.execute(with_fixed_limits(sql, params), params, prepare=True).fetchall()
-    return conn.execute(sql, params).fetchall()
+    plan_cache_mode for the transaction), its row counts fixed in its text. The `last` statement of the
+    search's transaction goes with its COMMIT in one round trip (pipeline mode): a search's end waited for a
+    second one (bench_search_floor.py); `meanwhile` runs once it is sent, while the database works, and is given
+    a test of whether the answer has begun to arrive."""
+    query, prepare = (with_fixed_limits(sql, params), True) if generic else (sql, None)
+    if not last:
+        return conn.execute(query, params, prepare=prepare).fetchall()
+    with conn.pipeline():
+        cursor = conn.execute(query, params, prepare=prepare)
+        if meanwhile is not None:
+            # The server sends the rows as soon as it has them (a flush request), so `answered` can tell.
+            conn.pgconn.send_flush_request()
+            conn.pgconn.flush()
+            fd = conn.fileno()
+            meanwhile(lambda: bool(select.select([fd], [], [], 0)[0]))
+        conn.commit()
+    return cursor.fetchall()
 
 
 def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mode: str = "fulltext",
@@ -132,40 +149,123 @@ def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mod
     return rows
 
 
-def _start_vector(query: PreparedQuery, emb: np.ndarray | None, mode: str) -> None:
-    """Embed the query in the background while the planner and the full-text ranking run (hybrid, semantic)."""
-    if emb is None and mode != "fulltext":
-        query.start_vector()
+# Helpers that plan a hybrid search and rank its full text while the searching thread embeds the query.
+_FRONTS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rag-search-front")
 
 
-def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, scope: Scope, fusion: Fusion,
-            order: str, output: str, params: dict[str, Any], walk: str = "", walk_checks: bool = True) -> list[tuple]:
-    """The statement's rows. A hybrid search first ranks the full text alone (it needs no vector, so it runs
-    while the query is embedded), then passes its candidates to the dense ranking and the fusion; with a
-    narrow filter one statement does both (bench_search.py, one-corpus filter at 165K documents)."""
-    generic = not scope.has_filters
-    # A narrow filter's set of documents (`fd`) would be built by both statements: one does it once.
-    if mode != "hybrid" or (scope.has_filters and order != "index"):
-        if mode != "fulltext":
-            params["emb"] = emb if emb is not None else query.vector
-        sql = build_statement(mode, fusion, scope, order, output, walk=walk, walk_checks=walk_checks)
-        return _run_ranked(conn, sql, params, fusion, mode, generic)
-    lexical = _run_ranked(conn, lexical_statement(scope, order), params, fusion, mode, generic)
-    found = [r for r in lexical if r[0] is not None]
-    params = {**params, "emb": emb if emb is not None else query.vector,
-              "ft_ids": number_array(r[0] for r in found), "ft_docs": number_array(r[1] for r in found),
-              "ft_scores": number_array(r[2] for r in found),
-              "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
-              "ft_exact": lexical[0][5] if lexical else True}
-    sql = build_statement(mode, fusion, scope, order, output, lexical_given=True, walk=walk, walk_checks=walk_checks)
-    return _execute(conn, sql, params, generic)
+# The full-text candidates whose text a hybrid search reads for `Meanwhile`: a page's highlighted chunks were among
+# the first 50 four times in five (bench_search_floor.py's store, 100 queries); 30 and 100 measured alike.
+MEANWHILE_TEXTS = 50
+
+
+class Meanwhile(Protocol):
+    """Work a hybrid search does on its own thread while the database runs its last statement (the search's
+    highlights): given the query's terms and lexemes, the (chunk id, language, text) of its first
+    MEANWHILE_TEXTS full-text candidates, and `answered`, true once the statement's rows are arriving (work
+    past that point would delay the search). Called only by a hybrid search in two statements."""
+
+    def __call__(self, terms: list[str], lexemes: list[str], texts: list[tuple[int, str | None, str]],
+                 answered: Callable[[], bool]) -> None: ...
+
+
+@dataclass
+class _Front:
+    """What a search knows before it needs the query's vector: the scope and plan, the full-text configs, the
+    statement's parameters and, for a hybrid search in two statements, the full-text candidates (given to the
+    second statement in `params`)."""
+
+    scope: Scope
+    plan: Plan
+    configs: list[str]
+    texts: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    lexical_given: bool = False
+    # The query's terms and lexemes and the first candidates' texts, for `Meanwhile`.
+    head: tuple[list[str], list[str], list[tuple[int, str | None, str]]] | None = None
+
+
+def _two_statements(mode: str, scope: Scope, order: str) -> bool:
+    """A hybrid search first ranks the full text alone, then passes its candidates to the dense ranking and the
+    fusion; with a narrow filter one statement does both, since both would build its set of documents (`fd`)
+    (bench_search.py, one-corpus filter at 165K documents)."""
+    return mode == "hybrid" and not (scope.has_filters and order != "index")
+
+
+def _plan_and_rank_text(conn: Any, q: PreparedQuery, scope: Scope, mode: str, fusion: Fusion,
+                        planner: PlannerSettings, extra: dict[str, Any], head_texts: int = 0) -> _Front:
+    """The planner's statement and, for a hybrid search in two statements, the full-text ranking: nothing here
+    needs the query's vector."""
+    scope = without_covering_filters(conn, scope)
+    plan = plan_search(conn, scope, mode, fusion, planner)
+    configs, texts = q.configs(plan.languages)
+    front = _Front(scope, plan, configs, texts)
+    if plan.target == 0:
+        return front
+    front.params = statement_params(scope, fusion, configs, texts, None)
+    front.params.update(extra)
+    if _two_statements(mode, scope, plan.order):
+        lexical = _run_ranked(conn, lexical_statement(scope, plan.order), {**front.params, "texts": head_texts}, fusion,
+                              mode, generic=not scope.has_filters)
+        found = [r for r in lexical if r[0] is not None]
+        front.params.update({
+            "ft_ids": number_array(r[0] for r in found), "ft_docs": number_array(r[1] for r in found),
+            "ft_scores": number_array(r[2] for r in found),
+            "terms": lexical[0][3] if lexical else None, "lexemes": lexical[0][4] if lexical else None,
+            "ft_exact": lexical[0][-1] if lexical else True})
+        front.lexical_given = True
+        if head_texts and lexical:
+            front.head = (list(lexical[0][3] or []), list(lexical[0][4] or []),
+                          [(r[0], r[5], r[6]) for r in found if r[6] is not None])
+    return front
+
+
+def _front(conn: Any, q: PreparedQuery, emb: np.ndarray | None, scope: Scope, mode: str, fusion: Fusion,
+           planner: PlannerSettings, extra: dict[str, Any], head_texts: int = 0) -> _Front:
+    """`_plan_and_rank_text`, beside the query's embedding when the search needs a vector it does not have yet.
+
+    A hybrid search embeds on its own thread while a helper runs the statements: the full text is ranked before
+    the vector is ready, so the vector, which the rest waits for, never waits for a thread to wake
+    (bench_search_floor.py). A helper that has not started by then (every helper busy with other searches) is
+    not waited for: the search runs the statements itself. Semantic search embeds in the background instead,
+    beside the planner's statement alone.
+    """
+    if mode == "hybrid" and emb is None and q.vector_pending:
+        pending = _FRONTS.submit(_plan_and_rank_text, conn, q, scope, mode, fusion, planner, extra, head_texts)
+        try:
+            q.vector
+        except BaseException:
+            futures_wait([pending])   # the connection is the helper's until it is done
+            raise
+        if not pending.cancel():
+            return pending.result()
+    elif emb is None and mode != "fulltext":
+        q.start_vector()
+    return _plan_and_rank_text(conn, q, scope, mode, fusion, planner, extra, head_texts)
+
+
+def _ranked(conn: Any, query: PreparedQuery, emb: np.ndarray | None, mode: str, fusion: Fusion, output: str,
+            front: _Front, meanwhile: Meanwhile | None = None) -> list[tuple]:
+    """The ranking statement's rows (the second of a hybrid search in two statements, `meanwhile` run while the
+    database works on it)."""
+    scope, plan, params = front.scope, front.plan, front.params
+    if mode != "fulltext":
+        params["emb"] = emb if emb is not None else query.vector
+    sql = build_statement(mode, fusion, scope, plan.order, output, lexical_given=front.lexical_given,
+                          walk=plan.index_predicate, walk_checks=plan.walk_checks)
+    if front.lexical_given:
+        head = front.head
+        return _execute(conn, sql, params, not scope.has_filters, last=True,
+                        meanwhile=(lambda answered: meanwhile(*head, answered))
+                        if meanwhile is not None and head is not None else None)
+    return _run_ranked(conn, sql, params, fusion, mode, not scope.has_filters)
 
 
 def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, req: SearchRequest,
                    fusion: Fusion = DEFAULT_FUSION, page_size: int | None = None,
-                   offset: int | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> CoreResult:
+                   offset: int | None = None, planner: PlannerSettings = DEFAULT_PLANNER,
+                   meanwhile: Meanwhile | None = None) -> CoreResult:
     """One page of documents for a validated request (emb is None in full-text mode, or taken from a
-    PreparedQuery when it is None).
+    PreparedQuery when it is None); `meanwhile` gets the full-text head while the last statement runs.
 
     Raises IndexUnavailable when nothing is indexed in the request's scope.
     """
@@ -175,21 +275,18 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     start = offset if offset is not None else req.offset
     # Deep pages need deeper candidate lists: a page shows `limit` documents of several chunks each.
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
-    _start_vector(q, emb, req.mode)
+    extra = {"offset": start, "limit": limit, "max_chunks": req.max_chunks,
+             "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))}
     with db.connection() as conn:
-        scope = without_covering_filters(conn, scope)
-        target, languages, plan, order, walk, walk_checks = plan_search(conn, scope, req.mode, fusion, planner)
-        if target == 0 and not languages:
+        front = _front(conn, q, emb, scope, req.mode, fusion, planner, extra,
+                       MEANWHILE_TEXTS if meanwhile is not None else 0)
+        if front.plan.target == 0 and not front.plan.languages:
             raise _nothing_indexed(req.site_id)
-        configs, texts = q.configs(languages)
-        if target == 0:
-            return CoreResult(0, [], {}, {}, 0.0, configs, "empty", query_texts=texts)
-        params = statement_params(scope, fusion, configs, texts, None)
-        params.update({"offset": start, "limit": limit, "max_chunks": req.max_chunks,
-                       "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))})
-        rows = _ranked(conn, q, emb, req.mode, scope, fusion, order, "documents", params, walk, walk_checks)
-    result = _documents_from_rows(rows, configs, plan)
-    result.query_texts = texts
+        if front.plan.target == 0:
+            return CoreResult(0, [], {}, {}, 0.0, front.configs, "empty", query_texts=front.texts)
+        rows = _ranked(conn, q, emb, req.mode, fusion, "documents", front, meanwhile)
+    result = _documents_from_rows(rows, front.configs, front.plan.dense)
+    result.query_texts = front.texts
     q.lexemes = result.lexemes
     return result
 
@@ -240,16 +337,12 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     q = prepared(query)
     scope = Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
-    _start_vector(q, emb, mode)
     with db.connection() as conn:
-        scope = without_covering_filters(conn, scope)
-        target, languages, _, order, walk, walk_checks = plan_search(conn, scope, mode, fusion, planner)
-        if target == 0:
+        front = _front(conn, q, emb, scope, mode, fusion, planner,
+                       {"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
+        if front.plan.target == 0:
             return []
-        configs, texts = q.configs(languages)
-        params = statement_params(scope, fusion, configs, texts, None)
-        params.update({"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
-        rows = _ranked(conn, q, emb, mode, scope, fusion, order, "chunks", params, walk, walk_checks)
+        rows = _ranked(conn, q, emb, mode, fusion, "chunks", front)
     return [ChunkHit(chunk_id=r[0], document_id=r[1], site_id=r[2], source=r[3], title=r[4], file_type=r[5],
                      chunk_index=r[6], text=r[7], start_char=r[8], end_char=r[9], page_number=r[10],
                      similarity=_clip(r[11]), score=float(r[12]), dense_rank=r[13], fulltext_rank=r[14],

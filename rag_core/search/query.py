@@ -17,8 +17,9 @@ from rag_core.textproc import FTS_CONFIG, cjk_bigrams, detect_language
 _CJK_RUN = re.compile("[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\uFF66-\uFF9F]+")
 HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309F]+$")
 
-# Query vectors computed beside the full-text part of a search (bench_search_floor.py); a query whose
-# turn has not come is embedded by its own search instead, so the pool never makes a search wait.
+# Query vectors computed beside a semantic search's planner (a hybrid search embeds on its own thread while a
+# helper ranks the full text: hybrid._front); a query whose turn has not come is embedded by its own search
+# instead, so the pool never makes a search wait.
 _EMBEDDERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rag-query-vector")
 
 
@@ -91,6 +92,11 @@ class PreparedQuery:
         with self._lock:
             if self._vector is None and self._embed is not None and self._pending is None:
                 self._pending = _EMBEDDERS.submit(self._embed, self.text)
+
+    @property
+    def vector_pending(self) -> bool:
+        """True while `vector` would have to compute the embedding: none computed, none started."""
+        return self._vector is None and self._embed is not None and self._pending is None
 
     @property
     def vector(self) -> np.ndarray | None:

@@ -35,7 +35,7 @@ from rag_core.search.query import PreparedQuery
 from rag_core.search.querylog import log_search, logged_mode, search_metrics
 from rag_core.search.responses import SearchDocument, SearchMetrics, SearchResponse
 from rag_core.search.retrieval import prepare_query, retrieve_chunks
-from rag_core.search.suggestions import HitWords, RecentQueries, suggest
+from rag_core.search.suggestions import MAX_SUGGESTIONS, HitWords, RecentQueries, suggest
 from rag_core.search.types import ChunkHit
 from rag_core.search.validation import SearchRequest, validate_search
 from rag_core.units import human_size
@@ -77,6 +77,25 @@ def _encode(response: dict[str, Any], terms: list[str]) -> bytes:
 def _decode(payload: bytes) -> tuple[dict[str, Any], list[str]]:
     data = orjson.loads(payload)
     return data["response"], data["terms"]
+
+
+class _EarlyWork:
+    """What a hybrid search works out while the database runs its ranking statement (hybrid.Meanwhile): the
+    highlights of the first full-text candidates, and the earlier queries its suggestions start from. The page's
+    chunks among them are not marked again (bench_search_floor.py)."""
+
+    def __init__(self, query: PreparedQuery, text: str, site_id: str | None, recent: RecentQueries) -> None:
+        self.query, self.text, self.site_id, self._recent = query, text, site_id, recent
+        self.marks: dict[int, list[Highlight]] = {}
+        self.recent: list[str] | None = None
+
+    def __call__(self, terms: list[str], lexemes: list[str], texts: list[tuple[int, str | None, str]],
+                 answered: Callable[[], bool]) -> None:
+        self.recent = self._recent.matching(self.site_id, self.text, terms, MAX_SUGGESTIONS)
+        for chunk_id, language, text in texts:   # best first, until the ranking's rows arrive
+            if answered():
+                break
+            self.marks[chunk_id] = highlight_texts(self.query, lexemes, [(language, text)])[0]
 
 
 class SearchEngine:
@@ -258,25 +277,27 @@ class SearchEngine:
         waited = q.waited_ms
         core_req = req if req.include_context else replace(req, max_chunks=1)
         reranker = self.reranker
+        early = _EarlyWork(q, req.query, req.site_id, self.recent_queries)
         if reranker is None:
-            core = rank_documents(self.reads, q, None, core_req, self.fusion, planner=self.planner)
+            core = rank_documents(self.reads, q, None, core_req, self.fusion, planner=self.planner, meanwhile=early)
             documents = core.documents
         else:
             depth = max(RERANK_DEPTH, req.page * req.limit)
             core = rank_documents(self.reads, q, None, core_req, self.fusion, page_size=depth, offset=0,
-                                    planner=self.planner)
+                                  planner=self.planner, meanwhile=early)
             documents = self._rerank(reranker, req.query, core.documents)[req.offset:req.offset + req.limit]
         clock.mark("core")
-        # The query is embedded while the database ranks its full text: "embed" is the time the search
-        # still waited for the vector, counted out of "core".
+        # The query is embedded while the database ranks its full text: "embed" is the time the search's thread
+        # spent on the vector (embedding it, or waiting for it), counted out of "core".
         clock.stages["embed"] = round(q.waited_ms - waited, 3)
         clock.stages["core"] = round(clock.stages["core"] - clock.stages["embed"], 3)
         # Highlights are marked in Python from the lexemes the statement returned; suggestions come from the
         # recent queries held in memory and, for the top hits' words, a lookup that remembers its answers.
-        marks = self._highlights(q, core, documents)
+        marks = self._highlights(q, core, documents, early.marks)
         clock.mark("highlights")
         suggestions = suggest(self.recent_queries, self.hit_words, req.query, req.site_id, core.terms, core.lexemes,
-                              [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks])
+                              [(d.chunks[0].language, d.chunks[0].text) for d in documents[:5] if d.chunks],
+                              recent_found=early.recent)
         clock.mark("suggestions")
         results = [self._document(req, core, doc, marks.get(doc.document_id, [])) for doc in documents]
         response = {
@@ -304,13 +325,17 @@ class SearchEngine:
         ordered = sorted(zip(documents, scores), key=lambda p: (-p[1], p[0].rank))
         return [d for d, _ in ordered]
 
-    def _highlights(self, query: PreparedQuery, core: CoreResult, documents: list[DocumentHit]) -> dict[int, list[Highlight]]:
-        """Each document's fragments from its two best chunks: matched ones first, three at most."""
-        items = [(doc.document_id, chunk.language, chunk.text) for doc in documents for chunk in doc.chunks[:2]]
+    def _highlights(self, query: PreparedQuery, core: CoreResult, documents: list[DocumentHit],
+                    early: dict[int, list[Highlight]]) -> dict[int, list[Highlight]]:
+        """Each document's fragments from its two best chunks: matched ones first, three at most. `early` holds the
+        fragments of chunks marked while the ranking statement ran (_EarlyWork)."""
+        items = [(doc.document_id, chunk) for doc in documents for chunk in doc.chunks[:2]]
+        late = iter(highlight_texts(query, core.lexemes,
+                                    [(c.language, c.text) for _, c in items if c.chunk_id not in early]))
         found: dict[int, list[Highlight]] = {}
-        for (doc_id, _, _), frags in zip(items, highlight_texts(query, core.lexemes,
-                                                                [(lang, text) for _, lang, text in items])):
-            found.setdefault(doc_id, []).extend(frags)
+        for doc_id, chunk in items:
+            frags = early.get(chunk.chunk_id)
+            found.setdefault(doc_id, []).extend(frags if frags is not None else next(late))
         out: dict[int, list[Highlight]] = {}
         for doc_id, frags in found.items():
             matched = [f for f in frags if f.spans]

@@ -404,8 +404,9 @@ def build_statement(mode: str, fusion: Fusion, scope: Scope, dense_order: str, o
 
 def lexical_statement(scope: Scope, dense_order: str = "exact") -> str:
     """The full-text ranking alone (a hybrid search's first part, which needs no vector): its candidates
-    (id, document, BM25 score) best first, the query's terms and lexemes on every row, and last whether the
-    head is provably exact. One row with a NULL id when nothing matches."""
+    (id, document, BM25 score) best first, the query's terms and lexemes on every row, the language and text of
+    the first `%(texts)s` candidates (hybrid.Meanwhile), and last whether the head is provably exact. One row
+    with a NULL id when nothing matches."""
     frag = scope_sql(scope)
     row_check = dense_order == "index"
     posting_filter = frag["posting_filter_row" if row_check else "posting_filter_set"]
@@ -414,7 +415,9 @@ def lexical_statement(scope: Scope, dense_order: str = "exact") -> str:
         _LEXEME_CTES.format(stats_scope=frag["stats"]),
         fulltext_rank_ctes(frag["stats"], posting_filter),
         f"m AS (SELECT {_TERMS} AS terms, {_LEXEMES} AS lexemes, (SELECT exact FROM ft_exact) AS exact)",
-        "SELECT f.id, f.document_id, f.score, m.terms, m.lexemes, m.exact FROM m LEFT JOIN ft f ON true"
+        "SELECT f.id, f.document_id, f.score, m.terms, m.lexemes, t.language, t.text, m.exact FROM m"
+        " LEFT JOIN ftr f ON true"
+        " LEFT JOIN LATERAL (SELECT c.language, c.text FROM chunks c WHERE c.id = f.id AND f.r <= %(texts)s) t ON true"
         " ORDER BY f.score DESC, f.id"])
 
 
@@ -443,7 +446,7 @@ def statement_params(scope: Scope, fusion: Fusion, configs: list[str], texts: li
     params.update({
         "cfgs": configs, "qtexts": texts, "prefilter_df": fusion.prefilter_df, "k1": fusion.k1, "b": fusion.b,
         "n": fusion.candidates, "rescore": max(fusion.rescore, fusion.candidates), "impact_len": IMPACT_LEN,
-        "prove": fusion.candidates,
+        "prove": fusion.candidates, "texts": 0,
         # The impact order bounds unread postings only for the BM25 parameters it was built with.
         "depth": max(fusion.depth, fusion.candidates) if (fusion.k1, fusion.b) == (IMPACT_K1, IMPACT_B) else 2**31 - 1,
         "wf": fusion.w_fulltext, "wd": fusion.w_dense, "rrf_k": fusion.k,

@@ -271,9 +271,11 @@ def from_top_hits(words_cache: HitWords, query: str, query_lexemes: Collection[s
 
 
 def suggest(recent: RecentQueries, words_cache: HitWords, query: str, site_id: str | None, terms: Sequence[str],
-            query_lexemes: Collection[str], hits: Sequence[tuple[str | None, str]]) -> list[str]:
-    """Up to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits."""
-    found = recent.matching(site_id, query, terms, MAX_SUGGESTIONS)
+            query_lexemes: Collection[str], hits: Sequence[tuple[str | None, str]],
+            recent_found: list[str] | None = None) -> list[str]:
+    """Up to three suggestions: the query log first, then, only when it has fewer, recurring words of the top hits.
+    `recent_found`: the log's matches for the same terms, when the search already asked (service._EarlyWork)."""
+    found = list(recent_found) if recent_found is not None else recent.matching(site_id, query, terms, MAX_SUGGESTIONS)
     if len(found) < MAX_SUGGESTIONS:
         for s in from_top_hits(words_cache, query, query_lexemes, hits, site_id, MAX_SUGGESTIONS):
             if len(found) >= MAX_SUGGESTIONS:
