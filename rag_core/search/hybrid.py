@@ -8,8 +8,11 @@ when its full-text head cannot be proven exact. The method is explained in docs/
 from __future__ import annotations
 
 import datetime as dt
+import os
 import select
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field, replace
@@ -151,6 +154,30 @@ def _run_ranked(conn: Any, sql: str, params: dict[str, Any], fusion: Fusion, mod
 
 # Helpers that plan a hybrid search and rank its full text while the searching thread embeds the query.
 _FRONTS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rag-search-front")
+# Rankings running in this process. Past one per core, the work a search overlaps or does ahead (the helper, the
+# highlights marked while its statement runs) only takes CPU from the others: 100 concurrent REST searches
+# served 15% fewer per second with it (bench_service.py).
+_CORES = os.cpu_count() or 1
+_running = 0
+_running_lock = threading.Lock()
+
+
+@contextmanager
+def _counted() -> Iterator[int]:
+    """Count this ranking as running while it runs; yields how many run now, itself included."""
+    global _running
+    with _running_lock:
+        _running += 1
+        now = _running
+    try:
+        yield now
+    finally:
+        with _running_lock:
+            _running -= 1
+
+
+def _crowded() -> bool:
+    return _running > _CORES
 
 
 # The full-text candidates whose text a hybrid search reads for `Meanwhile`: a page's highlighted chunks were among
@@ -226,10 +253,11 @@ def _front(conn: Any, q: PreparedQuery, emb: np.ndarray | None, scope: Scope, mo
     A hybrid search embeds on its own thread while a helper runs the statements: the full text is ranked before
     the vector is ready, so the vector, which the rest waits for, never waits for a thread to wake
     (bench_search_floor.py). A helper that has not started by then (every helper busy with other searches) is
-    not waited for: the search runs the statements itself. Semantic search embeds in the background instead,
-    beside the planner's statement alone.
+    not waited for: the search runs the statements itself. Semantic search, and any search while the process
+    runs more searches than it has cores (`_crowded`: no core is idle to overlap on), embeds in the background
+    instead, beside the statements run on the search's thread.
     """
-    if mode == "hybrid" and emb is None and q.vector_pending:
+    if mode == "hybrid" and emb is None and q.vector_pending and not _crowded():
         pending = _FRONTS.submit(_plan_and_rank_text, conn, q, scope, mode, fusion, planner, extra, head_texts)
         try:
             q.vector
@@ -277,7 +305,9 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 3 * (start + limit))))
     extra = {"offset": start, "limit": limit, "max_chunks": req.max_chunks,
              "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))}
-    with db.connection() as conn:
+    with _counted() as running, db.connection() as conn:
+        if running > _CORES:
+            meanwhile = None
         front = _front(conn, q, emb, scope, req.mode, fusion, planner, extra,
                        MEANWHILE_TEXTS if meanwhile is not None else 0)
         if front.plan.target == 0 and not front.plan.languages:
@@ -337,7 +367,7 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     q = prepared(query)
     scope = Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
-    with db.connection() as conn:
+    with _counted(), db.connection() as conn:
         front = _front(conn, q, emb, scope, mode, fusion, planner,
                        {"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
         if front.plan.target == 0:

@@ -211,7 +211,7 @@ def test_the_last_statement_tells_its_meanwhile_when_its_rows_arrive(wb, corpus_
 def test_highlights_marked_while_the_statement_runs_are_the_ones_marked_after_it(
         wb, corpus_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A page's chunks marked while the ranking statement ran carry exactly the fragments they would get after it,
-    and such chunks are not marked again."""
+    and the suggestions matched meanwhile are the ones matched after it."""
     from rag_core.search import service
 
     queries = ["fire alarm systems", "пожарной сигнализации", "富士山の標高", "automatic doors evacuation"]
@@ -234,3 +234,29 @@ def test_highlights_marked_while_the_statement_runs_are_the_ones_marked_after_it
             [(r["highlights"], r["highlight_spans"]) for r in b["results"]]
         assert a["suggestions"] == b["suggestions"]
     assert any(r["highlight_spans"] and r["highlight_spans"][0] for resp in with_early for r in resp["results"])
+
+
+def test_a_process_running_more_searches_than_cores_does_no_work_ahead(wb, corpus_site: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past one running search per core a search overlaps nothing and marks nothing ahead (that work would only take
+    CPU from the other searches): its statements run on its own thread, and it finds the same page."""
+    from rag_core.search import service
+
+    text = "fire alarm systems"
+    expected = wb.search_engine.search(text, site_id=corpus_site, use_cache=False)
+    threads: list[str] = []
+    real_execute = hybrid._execute
+
+    def execute(conn: Any, sql: str, params: dict[str, Any], generic: bool, **kw: Any) -> list[tuple]:
+        threads.append(threading.current_thread().name)
+        assert kw.get("meanwhile") is None
+        return real_execute(conn, sql, params, generic, **kw)
+
+    monkeypatch.setattr(hybrid, "_execute", execute)
+    monkeypatch.setattr(hybrid, "_CORES", 0)   # this search alone is more than the cores
+    monkeypatch.setattr(service._EarlyWork, "__call__", lambda *a: pytest.fail("work ahead while crowded"))
+    got = wb.search_engine.search(text, site_id=corpus_site, use_cache=False)
+    assert threads == [threading.current_thread().name] * 2
+    assert [(r["document_id"], r["highlights"]) for r in got["results"]] == \
+        [(r["document_id"], r["highlights"]) for r in expected["results"]]
+    assert hybrid._running == 0
