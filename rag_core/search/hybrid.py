@@ -176,9 +176,6 @@ def _counted() -> Iterator[int]:
             _running -= 1
 
 
-def _crowded() -> bool:
-    return _running > _CORES
-
 
 # The full-text candidates whose text a hybrid search reads for `Meanwhile`: a page's highlighted chunks were among
 # the first 50 four times in five (bench_search_floor.py's store, 100 queries); 30 and 100 measured alike.
@@ -247,17 +244,17 @@ def _plan_and_rank_text(conn: Any, q: PreparedQuery, scope: Scope, mode: str, fu
 
 
 def _front(conn: Any, q: PreparedQuery, emb: np.ndarray | None, scope: Scope, mode: str, fusion: Fusion,
-           planner: PlannerSettings, extra: dict[str, Any], head_texts: int = 0) -> _Front:
+           planner: PlannerSettings, extra: dict[str, Any], crowded: bool, head_texts: int = 0) -> _Front:
     """`_plan_and_rank_text`, beside the query's embedding when the search needs a vector it does not have yet.
 
     A hybrid search embeds on its own thread while a helper runs the statements: the full text is ranked before
     the vector is ready, so the vector, which the rest waits for, never waits for a thread to wake
     (bench_search_floor.py). A helper that has not started by then (every helper busy with other searches) is
     not waited for: the search runs the statements itself. Semantic search, and any search while the process
-    runs more searches than it has cores (`_crowded`: no core is idle to overlap on), embeds in the background
+    runs more rankings than it has cores (`crowded`: no core is idle to overlap on), embeds in the background
     instead, beside the statements run on the search's thread.
     """
-    if mode == "hybrid" and emb is None and q.vector_pending and not _crowded():
+    if mode == "hybrid" and emb is None and q.vector_pending and not crowded:
         pending = _FRONTS.submit(_plan_and_rank_text, conn, q, scope, mode, fusion, planner, extra, head_texts)
         try:
             q.vector
@@ -306,9 +303,10 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
     extra = {"offset": start, "limit": limit, "max_chunks": req.max_chunks,
              "prove": min(fusion.candidates, max(PROVE_MIN, start + limit))}
     with _counted() as running, db.connection() as conn:
-        if running > _CORES:
+        crowded = running > _CORES
+        if crowded:
             meanwhile = None
-        front = _front(conn, q, emb, scope, req.mode, fusion, planner, extra,
+        front = _front(conn, q, emb, scope, req.mode, fusion, planner, extra, crowded,
                        MEANWHILE_TEXTS if meanwhile is not None else 0)
         if front.plan.target == 0 and not front.plan.languages:
             raise _nothing_indexed(req.site_id)
@@ -367,9 +365,9 @@ def rank_chunks(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, *, 
     q = prepared(query)
     scope = Scope(site_id, tuple(types), date_from, date_to, source)
     fusion = replace(fusion, candidates=min(1000, max(fusion.candidates, 2 * k)))
-    with _counted(), db.connection() as conn:
+    with _counted() as running, db.connection() as conn:
         front = _front(conn, q, emb, scope, mode, fusion, planner,
-                       {"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))})
+                       {"k": k, "prove": min(fusion.candidates, max(PROVE_MIN, k))}, crowded=running > _CORES)
         if front.plan.target == 0:
             return []
         rows = _ranked(conn, q, emb, mode, fusion, "chunks", front)
