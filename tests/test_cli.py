@@ -209,6 +209,11 @@ def test_a_source_filter_gets_listed_and_dropped_index(cli_env, site, tmp_path: 
     assert "Indexed 1 chunks of 'manuals/'" in made.stdout
     listed = json.loads(runner.invoke(app, ["index", "list", "--site", site, "--json"]).stdout)
     assert [(m["source_filter"], m["chunks"]) for m in listed] == [("manuals/", 1)]
+    # The list counts the chunks the filter keeps now, those ingested after the build included.
+    (folder / "valve.md").write_text("# Valve\n\nThe valve opens after the pump is primed.", encoding="utf-8")
+    assert runner.invoke(app, ["ingest", str(folder), "--site", site]).exit_code == 0
+    listed = json.loads(runner.invoke(app, ["index", "list", "--site", site, "--json"]).stdout)
+    assert [(m["source_filter"], m["chunks"]) for m in listed] == [("manuals/", 2)]
 
     nothing = runner.invoke(app, ["index", "source", "elsewhere/", "--site", site])
     assert nothing.exit_code == 1 and "rag status --sources" in nothing.output

@@ -156,12 +156,17 @@ def build_source_index(db: Database, site_id: str, source_filter: str,
 
 
 def source_indexes(db: Connections, site_id: str | None = None) -> list[SourceIndex]:
+    """The source filters with an index of their own, each with the chunks its filter keeps now (documents
+    ingested after the build are in the index too): summed from the filter's documents' index."""
     with db.connection() as conn:
-        rows = conn.execute("SELECT site_id, source_filter, index_name, chunks, created_at FROM vector_source_indexes"
+        rows = conn.execute("SELECT site_id, source_filter, index_name, created_at FROM vector_source_indexes"
                             " WHERE %(site)s::text IS NULL OR site_id = %(site)s ORDER BY site_id, source_filter",
                             {"site": site_id}).fetchall()
-    return [SourceIndex(site_id=r[0], source_filter=r[1], index_name=r[2], chunks=int(r[3]), created_at=r[4])
-            for r in rows]
+        return [SourceIndex(site_id=site, source_filter=source_filter, index_name=name, created_at=created,
+                            chunks=int(conn.execute(
+                                "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE site_id = %s"
+                                " AND source LIKE %s", (site, like_prefix(source_filter))).fetchone()[0]))
+                for site, source_filter, name, created in rows]
 
 
 def drop_source_index(db: Database, site_id: str, source_filter: str) -> bool:
