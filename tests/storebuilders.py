@@ -51,6 +51,8 @@ def clustered_chunks(wb, site: str, seed: int = 11, per_folder: int = 120
     dim = len(wb.embedder.get_query_embedding("x"))
     centres = {"near": rng.normal(size=dim), "far": rng.normal(size=dim)}
     with wb.db.connection() as conn:
+        # Migration 0011 fills a missing source on insert: rows stored before 0009 were written without it.
+        conn.execute("ALTER TABLE chunks DISABLE TRIGGER chunks_source_filled")
         for name, centre in centres.items():
             for i in range(per_folder):
                 doc_id = conn.execute(
@@ -61,4 +63,5 @@ def clustered_chunks(wb, site: str, seed: int = 11, per_folder: int = 120
                     "INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language, fts,"
                     " embedding) VALUES (%s, %s, 0, 'x', 0, 1, 'en', to_tsvector('english', 'x'), %s)",
                     (doc_id, site, (v / np.linalg.norm(v)).astype(np.float32)))
+        conn.execute("ALTER TABLE chunks ENABLE TRIGGER chunks_source_filled")
     return centres, rng

@@ -110,6 +110,27 @@ def test_documents_stored_later_are_in_the_index_and_a_dropped_index_comes_back(
     assert predicate == "" and made["index_name"] not in plan and wb.source_indexes(site_id=site) == []
 
 
+def test_a_chunk_written_without_its_source_gets_it_and_is_walked(wb, two_folders) -> None:
+    """A writer of a version before migration 0009 (still running while another process upgraded the store)
+    inserts chunks without `source`: the database fills it from the document, so the chunk is in the index of
+    its source filter and the walk through that index finds it."""
+    site, _ = two_folders
+    made = wb.index_source("far/", site_id=site)
+    rng = np.random.default_rng(3)
+    vector = rng.normal(size=len(two_folders[1]))
+    vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+    with wb.db.connection() as conn:
+        doc_id = conn.execute("INSERT INTO documents (site_id, source, file_type, content_hash, content, chunk_count)"
+                              " VALUES (%s, 'far/old-writer.md', 'md', 'x', 'x', 1) RETURNING id", (site,)).fetchone()[0]
+        conn.execute("INSERT INTO chunks (document_id, site_id, chunk_index, text, start_char, end_char, language,"
+                     " fts, embedding) VALUES (%s, %s, 0, 'x', 0, 1, 'en', to_tsvector('english', 'x'), %s)",
+                     (doc_id, site, vector))
+        assert conn.execute("SELECT source FROM chunks WHERE document_id = %s", (doc_id,)).fetchone() == (
+            "far/old-writer.md",)
+    walked, _, plan = top(wb, site, "far/", vector, LARGE)
+    assert made["index_name"] in plan and walked[0] == "far/old-writer.md"
+
+
 def test_a_filter_that_keeps_nothing_is_refused_with_the_fix(wb, two_folders) -> None:
     site, _ = two_folders
     with pytest.raises(InvalidInput, match="rag status --sources"):
