@@ -157,7 +157,7 @@ def build_source_index(db: Database, site_id: str, source_filter: str,
 
 def source_indexes(db: Connections, site_id: str | None = None) -> list[SourceIndex]:
     """The source filters with an index of their own, each with the chunks its filter keeps now (documents
-    ingested after the build are in the index too): summed from the filter's documents' index."""
+    ingested after the build are in the index too), summed from its documents' chunk counts."""
     with db.connection() as conn:
         rows = conn.execute("SELECT site_id, source_filter, index_name, created_at FROM vector_source_indexes"
                             " WHERE %(site)s::text IS NULL OR site_id = %(site)s ORDER BY site_id, source_filter",
