@@ -21,6 +21,7 @@ Create Date: 2026-11-29
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from alembic import op
 
@@ -44,11 +45,11 @@ def _as_exists(match: re.Match[str]) -> str:
     return f"IF NOT EXISTS (SELECT 1 {_JOIN} WHERE {match['differs']}) THEN"
 
 
-def _rewrite(pattern: re.Pattern[str], replace: object) -> None:
+def _rewrite(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str]) -> None:
     conn = op.get_bind()
     for name in FUNCTIONS:
         source = conn.exec_driver_sql(f"SELECT pg_get_functiondef('{name}'::regproc)").scalar_one()
-        rewritten, found = pattern.subn(replace, source)  # type: ignore[call-overload]
+        rewritten, found = pattern.subn(replace, source)
         if found != 1:
             raise RuntimeError(f"{name}() does not hold the check this migration rewrites; its definition was "
                                "changed by hand. Restore it from migrations 0002/0003, then upgrade again.")
