@@ -78,6 +78,12 @@ class RagSettings(BaseSettings):
     search_cosine_floor: float | None = Field(
         default=None, ge=-1.0, le=1.0,
         description="Hybrid search: least cosine for a hit without a full-text match (default: per embedder).")
+    auto_source_index_ms: float = Field(
+        default=100.0, ge=0,
+        description="A source filter whose searches walk the whole HNSW graph slower than this (3 in an hour) gets "
+                    "an index of its own from a background job, as `rag index source` builds; 0 turns it off.")
+    auto_source_index_min_chunks: int = Field(
+        default=20_000, ge=0, description="...only when the filter keeps at least this many chunks.")
 
     # --- chat ---
     enabled: bool = Field(default=True, description="false: chat answers without the knowledge base and the "

@@ -29,6 +29,7 @@ from rag_core.errors import InvalidInput
 from rag_core.evaluation.service import EvaluationService
 from rag_core.ingest.handle import Store, open_store, resolve_database, upgrade_database  # noqa: F401 (re-exported)
 from rag_core.ingest.service import DocumentService
+from rag_core.jobs.autoindex import SourceIndexAdvisor
 from rag_core.jobs.service import JobService
 from rag_core.search.hybrid import fusion_for
 from rag_core.search.querylog import flush_query_log, latency_histogram, recent_searches
@@ -86,6 +87,9 @@ class Workbench:
         self.sessions = SessionService(store)
         self.evaluation = EvaluationService(self.library, lambda: self.search_engine)
         self.background = JobService(self.library)
+        self.source_index_advisor = SourceIndexAdvisor(
+            store.db, self.background.enqueue_source_index, store.settings.auto_source_index_ms,
+            store.settings.auto_source_index_min_chunks)
         self._search_engine: SearchEngine | None = None
         store.on_write(self._invalidate_search)
         store.on_settings_change(self._drop_search_engine)
@@ -135,7 +139,7 @@ class Workbench:
             store = self.store
             self._search_engine = SearchEngine(store.db, store.settings, lambda: store.embedder,
                                                store.require_compatible, fusion=fusion_for(store.embedder_name),
-                                               reads=store.reads)
+                                               reads=store.reads, on_filter_walk=self.source_index_advisor)
         return self._search_engine
 
     def _invalidate_search(self) -> None:

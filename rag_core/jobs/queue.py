@@ -91,14 +91,15 @@ class JobQueue:
             return self._sync_app
 
     def enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None,
-                once: bool = False) -> int:
+                once: bool | str = False) -> int:
         """Queue one job; returns procrastinate's job id, which is also ours.
 
-        once: while a job of this kind waits in the queue, return that job's id instead of queueing another
-        (procrastinate's queueing lock): a second reindex asked for before the first started would redo it all.
+        once: while a job of this kind (True) or of this kind and key (a string) waits in the queue, return that
+        job's id instead of queueing another (procrastinate's queueing lock): a second reindex asked for before
+        the first started would redo it all.
         """
         description = description or tasks.describe(kind, args)
-        lock = f"rag.{kind}" if once else None
+        lock = (f"rag.{kind}" + (f":{once}" if isinstance(once, str) else "")) if once else None
         for _ in range(3):  # the waiting job may start between the refusal and the look-up: queue again then
             try:
                 job_id = self.app.configure_task(name=f"rag.{kind}", queue=QUEUE, queueing_lock=lock).defer(

@@ -33,7 +33,7 @@ class JobService:
         return self._queue
 
     def _enqueue(self, kind: str, site_id: str | None, args: dict[str, Any], description: str | None = None,
-                 once: bool = False) -> int:
+                 once: bool | str = False) -> int:
         job_id = self.queue.enqueue(kind, site_id, args, description, once=once)
         if self._hosting:
             self.queue.ensure_worker(self.documents)
@@ -77,6 +77,11 @@ class JobService:
         """Queue one web page (`rag add --background`); a refused URL is refused now."""
         self.documents.check_url(url)
         return self._enqueue("add", site_id, {"url": url, "site_id": site_id})
+
+    def enqueue_source_index(self, source_filter: str, site_id: str = DEFAULT_SITE) -> int:
+        """Queue `rag index source` for one filter; while one for it waits in the queue, that job's id."""
+        return self._enqueue("source_index", site_id, {"source_filter": source_filter, "site_id": site_id},
+                             once=f"{site_id}:{source_filter}")
 
     def enqueue_reindex(self) -> int:
         """Queue a reindex (every site's chunks); while one waits in the queue, its id (it will do the same work)."""

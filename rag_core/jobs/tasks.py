@@ -74,9 +74,15 @@ def reindex(documents: DocumentService, progress: ProgressCallback) -> Outcome:
     return dict(documents.reindex(progress=progress)), []
 
 
+def source_index(documents: DocumentService, progress: ProgressCallback, *, source_filter: str, site_id: str) -> Outcome:
+    """`rag index source` as a job: the source-index advisor queues it for a filter whose searches were slow."""
+    made = documents.index_source(source_filter, site_id=site_id, progress=progress)
+    return {"source_filter": made["source_filter"], "index_name": made["index_name"], "chunks": made["chunks"]}, []
+
+
 RUNNERS: dict[str, Callable[..., Outcome]] = {
     "ingest": ingest_paths, "upload": ingest_uploads, "texts": ingest_texts, "crawl": crawl,
-    "add": add_page, "reindex": reindex,
+    "add": add_page, "reindex": reindex, "source_index": source_index,
 }
 
 
@@ -93,4 +99,6 @@ def describe(kind: str, args: dict[str, Any]) -> str:
         return args.get("names", "uploaded files")
     if kind == "texts":
         return f"{len(args['texts'])} texts"
+    if kind == "source_index":
+        return f"HNSW index of {args['source_filter']}"
     return "re-embed every chunk"

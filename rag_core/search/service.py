@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 # With a reranker on, this many documents (at least) are reordered before the page is cut.
 RERANK_DEPTH = 30
 _UNSET = object()
+# Told (site, source filter, chunks it keeps, milliseconds) after a search walked the whole store's HNSW graph for
+# a source filter that no index of its own covers: the Workbench wires it to jobs/autoindex.SourceIndexAdvisor.
+FilterWalk = Callable[[str | None, str, int, float], None]
 
 
 @functools.lru_cache(maxsize=4096)  # a page shows three dates per document, and the same documents come back often
@@ -103,9 +106,12 @@ class SearchEngine:
 
     def __init__(self, db: Database, settings: Any, embedder: Callable[[], BaseEmbedding],
                  check_store: Callable[[], None], fusion: Fusion = DEFAULT_FUSION,
-                 reads: ReadRouter | None = None, planner: PlannerSettings = DEFAULT_PLANNER) -> None:
-        """``db`` is the primary (the query log is written there); ``reads`` where the searches read (replicas)."""
+                 reads: ReadRouter | None = None, planner: PlannerSettings = DEFAULT_PLANNER,
+                 on_filter_walk: FilterWalk | None = None) -> None:
+        """``db`` is the primary (the query log is written there); ``reads`` where the searches read (replicas);
+        ``on_filter_walk`` hears of each search that walked the whole HNSW graph for a source filter."""
         self.db = db
+        self.on_filter_walk = on_filter_walk
         self.reads = reads if reads is not None else ReadRouter(db)
         self.settings = settings
         self._embedder = embedder
@@ -232,7 +238,7 @@ class SearchEngine:
                 check_indexed(self.reads, req.site_id)  # an empty store answers before the model loads (seconds)
             load = self._ready_model(req.mode)
             started += load  # the search's time is its own; the model's load is logged beside it
-            response, terms, plan, stages = self._run(req, prepared)
+            response, terms, plan, stages, walked = self._run(req, prepared)
         except RagError as exc:
             self._log_failure(req.query, req.mode, req.log_params(), req.site_id, user_id, exc, started)
             raise
@@ -254,6 +260,8 @@ class SearchEngine:
                           result_count=response["total_results"], duration_ms=elapsed * 1000, site_id=req.site_id,
                           user_id=user_id)
         self._note(req, terms, response["total_results"], when)
+        if walked and req.source and self.on_filter_walk is not None:
+            self.on_filter_walk(req.site_id, req.source, walked, elapsed * 1000)
         return response
 
     def _note(self, req: SearchRequest, terms: list[str], found: int, when: dt.datetime) -> None:
@@ -270,7 +278,7 @@ class SearchEngine:
                    site_id=site_id, user_id=user_id, error_code=exc.code)
 
     def _run(self, req: SearchRequest, prepared: PreparedQuery | None = None
-             ) -> tuple[SearchResponse, list[str], str, dict[str, float]]:
+             ) -> tuple[SearchResponse, list[str], str, dict[str, float], int]:
         self._check_store()
         clock = _StageClock()
         q = prepared if prepared is not None and prepared.text == req.query else self.prepare(req.query)
@@ -314,7 +322,7 @@ class SearchEngine:
             "suggestions": suggestions,
         }
         clock.mark("response")
-        return response, core.terms, core.plan, clock.stages
+        return response, core.terms, core.plan, clock.stages, core.walked_filter
 
     def _rerank(self, reranker: Reranker, query: str, documents: list[DocumentHit]) -> list[DocumentHit]:
         if not documents:
