@@ -20,7 +20,8 @@ of the pruned full-text ranking with an exact BM25 over the same lexemes, per se
 dense search by exact scan against HNSW iterative scan at several filtered-set sizes (the figures
 PlannerSettings.exact_scan_max is set from). The one-corpus source filter is measured twice: walking the whole
 store's HNSW graph, then an index of its own (`rag index source`, built for the run and dropped after it).
-`--overlap-only` measures the overlap on the `eval:*` sites alone.
+`--auto-index` measures it before and after the index its slow searches make the source-index advisor queue
+(the advisor is off in every other run). `--overlap-only` measures the overlap on the `eval:*` sites alone.
 
 Each run uses its own database on the embedded server (or DATABASE_URL's server); `--keep` leaves
 it in place and a later run with `--db NAME` reuses it without ingesting again. It prints figures
@@ -58,7 +59,7 @@ from rag_core.db.database import create_database_if_missing, drop_database, with
 from rag_core.errors import RagError
 from rag_core.evaluation.runner import machine
 from rag_core.bench.scale import (
-    SITE, build_records, bulk_ingest, latency_summary as summary, measure_modes, measure_own_index,
+    SITE, build_records, bulk_ingest, latency_summary as summary, measure_auto_index, measure_modes, measure_own_index,
 )
 from rag_core.bench.scale import timed_search, vectors_from_store
 from rag_core.evaluation.vectors import CachedEmbedder, embedder_cache_file, load_cache, save_cache
@@ -335,9 +336,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
     parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
+    parser.add_argument("--no-own-index", action="store_true",
+                        help="skip the one-corpus filter's own index (its build takes minutes at 1M chunks)")
     parser.add_argument("--filters-only", action="store_true",
                         help="on a kept store: only the modes with and without filters and the one-corpus filter's "
                              "own index (no references, overlap, crossover or concurrency)")
+    parser.add_argument("--auto-index", action="store_true",
+                        help="on a kept store: only the one-corpus filter before and after the index its slow "
+                             "searches make the source-index advisor queue (a worker runs in this process)")
     parser.add_argument("--overlap-only", action="store_true",
                         help="only the full-text overlap with exact BM25, on the eval:* sites `rag eval` built")
     parser.add_argument("--db", default="", help="reuse this bench database (made by an earlier --keep run)")
@@ -381,7 +387,9 @@ def main() -> None:
     keep = args.keep or bool(args.db)
     try:
         cached = CachedEmbedder(build_embedder(settings), vectors, embed_batch_size=settings.embed_batch_size)
-        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0}),
+        # The source-index advisor only where it is measured: elsewhere a filter's walk is measured as it is.
+        advisor = {} if args.auto_index else {"auto_source_index_ms": 0}
+        with open_workbench(settings.model_copy(update={"database_url": url, "search_cache_ttl_sec": 0, **advisor}),
                             embedder=cached) as wb:
             build = ingest(wb, records, args.size, args.unit)
             if cached.misses:
@@ -395,9 +403,13 @@ def main() -> None:
             qs = [q["text"] for q in queries]
             step = max(1, len(qs) // args.queries)
             sample = qs[::step][: args.queries]
-            results: dict[str, Any] = measure_modes(wb, sample, log=console.print)
-            results.update(measure_own_index(wb, sample, log=console.print))
-            if args.filters_only:
+            if args.auto_index:
+                results: dict[str, Any] = measure_auto_index(wb, sample, log=console.print)
+            else:
+                results = measure_modes(wb, sample, log=console.print)
+                if not args.no_own_index:
+                    results.update(measure_own_index(wb, sample, log=console.print))
+            if args.filters_only or args.auto_index:
                 report = {"documents": build["documents"], "chunks": build["chunks"], "build": build,
                           "queries_per_measurement": len(sample), "machine": machine(),
                           "command": " ".join(["eval/bench_search.py", *sys.argv[1:]]),

@@ -247,6 +247,47 @@ def measure_own_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
     return results
 
 
+def measure_auto_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
+                       log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """The one-corpus source filter with no step by hand: its slow searches make the source-index advisor queue
+    the filter's own index, a worker builds it (as `rag worker` or `rag serve` would), and the same searches
+    run again. The index is dropped afterwards, so the store is left as it was."""
+    label, kw = next((lab, f) for lab, f in FILTERS if lab.startswith("source filter (one corpus)"))
+    if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
+        wb.drop_source_index(kw["source"], site_id=site)
+    heard: list[float] = []   # each walk's milliseconds, as the advisor hears them
+    advisor, engine = wb.source_index_advisor, wb.search_engine
+
+    def listen(site_id: str | None, source: str, chunks: int, ms: float) -> None:
+        heard.append(ms)
+        advisor(site_id, source, chunks, ms)
+
+    engine.on_filter_walk = listen
+    job = None
+    try:
+        results = measure_modes(wb, queries, site, log, filters=[(f"{label}, before the advisor's index", kw)],
+                                modes=("hybrid",))
+        advisor.wait()
+        queued = [j for j in wb.jobs(site_id=site) if j["kind"] == "source_index" and j["status"] == "queued"]
+        started = time.perf_counter()
+        wb.run_worker(wait=False)
+        built_s = round(time.perf_counter() - started, 1)
+        job = wb.job(queued[0]["id"]) if queued else None
+        if log:
+            log(f"advisor: {len(heard)} walks heard, {sum(1 for ms in heard if ms >= advisor.slow_ms)} slow; "
+                f"job {job and job['id']} {job and job['status']} in {built_s} s")
+        results.update(measure_modes(wb, queries, site, log, filters=[(f"{label}, after the advisor's index", kw)],
+                                     modes=("hybrid",)))
+    finally:
+        engine.on_filter_walk = advisor
+        wb.drop_source_index(kw["source"], site_id=site)
+    result = (job or {}).get("result") or {}
+    results["advisor"] = {"walks heard": len(heard), "slow walks": sum(1 for ms in heard if ms >= advisor.slow_ms),
+                          "job status": job["status"] if job else None, "index chunks": result.get("chunks"),
+                          "worker s": built_s}
+    return results
+
+
 def store_sizes(wb: Workbench) -> dict[str, int]:
     """Bytes of the database, the chunks table with its TOAST, and each index on chunks."""
     with wb.db.connection() as conn:
