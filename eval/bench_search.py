@@ -336,6 +336,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=90, help="queries per measurement (spread over the sets)")
     parser.add_argument("--concurrency", type=int, default=100, help="simultaneous searches from threads")
     parser.add_argument("--no-crossover", action="store_true", help="skip the filtered dense exact/HNSW crossover")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="skip the full-text overlap with exact BM25 (an exact ranking per query at 1M chunks)")
     parser.add_argument("--no-own-index", action="store_true",
                         help="skip the one-corpus filter's own index (its build takes minutes at 1M chunks)")
     parser.add_argument("--filters-only", action="store_true",
@@ -433,7 +435,7 @@ def main() -> None:
                     console.print(f"{name:50s} p50 {fig['p50']:7.2f} ms  p95 {fig['p95']:7.2f} ms")
             for name, value in ratios.items():
                 console.print(f"{name:50s} {value}x")
-            overlap = fulltext_overlap(wb, by_set, SITE)
+            overlap = {} if args.no_overlap else fulltext_overlap(wb, by_set, SITE)
             crossover = {} if args.no_crossover else dense_crossover(wb, sample[:30])
             modes = ["hybrid", "semantic", "fulltext"]
             jobs = [(sample[i % len(sample)], modes[i % 3]) for i in range(args.concurrency)]
