@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 INDEX_NAME = "chunks_embedding_hnsw_idx"
 # A load of fewer sources than this keeps the index live: the rebuild would cost more.
 BULK_MIN_SOURCES = 1000
+# A build over this many chunks takes minutes (eval/results/bench_scale_1m.json): it says so before it starts.
+ANNOUNCE_BUILD_CHUNKS = 50_000
 
 
 def chunk_count(db: Database) -> int:
@@ -54,8 +56,9 @@ def drop(db: Database) -> None:
     log.info("vector index dropped for a bulk load")
 
 
-def ensure(db: Database, maintenance_work_mem: str = "1GB") -> bool:
-    """Create the index when it is missing; returns True when it had to be built."""
+def ensure(db: Database, maintenance_work_mem: str = "1GB", announce_chunks: int = ANNOUNCE_BUILD_CHUNKS) -> bool:
+    """Create the index when it is missing; returns True when it had to be built. A build over at least
+    `announce_chunks` chunks says so first (the CLI shows the `rag_core.first_use` lines)."""
     with db.connection() as conn:
         exists = conn.execute("SELECT 1 FROM pg_indexes WHERE tablename = 'chunks' AND indexname = %s",
                               (INDEX_NAME,)).fetchone()
@@ -64,6 +67,11 @@ def ensure(db: Database, maintenance_work_mem: str = "1GB") -> bool:
         _ensure_source_indexes(conn)
         if exists:
             return False
+        chunks = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
+        if chunks >= announce_chunks:   # at open after a bulk load stopped, the command would wait in silence
+            logging.getLogger("rag_core.first_use").info(
+                "Building the vector index (HNSW) over %s chunks, once, after a bulk load: this takes minutes "
+                "(a bulk load that is stopped and run again drops it again; the last one builds it).", f"{chunks:,}")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON chunks USING hnsw (embedding vector_cosine_ops)")
     log.info("vector index built")
     return True

@@ -298,6 +298,39 @@ def test_bulk_load_rebuilds_vector_index_once(wb, site, monkeypatch) -> None:
     assert calls == ["drop"]
 
 
+def test_an_index_a_stopped_bulk_load_left_dropped_is_built_and_the_wait_announced(wb, site) -> None:
+    """Opening a store whose bulk load stopped builds its HNSW index: minutes at scale, said first (the CLI
+    shows `rag_core.first_use` lines), so the command does not wait in silence. A small build says nothing."""
+    import logging
+
+    from rag_core.ingest import vector_index
+
+    wb.ingest_text("api/announced", "A chunk with a vector of its own.", site_id=site)
+    with wb.db.connection() as conn:
+        vectors = conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
+    said: list[str] = []
+    heard = logging.Handler()
+    heard.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    first_use = logging.getLogger("rag_core.first_use")
+    first_use.addHandler(heard)
+    level, first_use.level = first_use.level, logging.INFO
+    try:
+        vector_index.drop(wb.db)
+        assert vector_index.ensure(wb.db, announce_chunks=1)
+        assert said == [
+            f"Building the vector index (HNSW) over {vectors:,} chunks, once, after a bulk load: this takes "
+            "minutes (a bulk load that is stopped and run again drops it again; the last one builds it)."]
+        assert not vector_index.ensure(wb.db, announce_chunks=1) and len(said) == 1   # in place: nothing to say
+        vector_index.drop(wb.db)
+        assert vector_index.ensure(wb.db) and len(said) == 1   # a small build says nothing
+    finally:
+        first_use.removeHandler(heard)
+        first_use.setLevel(level)
+        vector_index.ensure(wb.db)
+    with wb.db.connection() as conn:
+        assert conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.INDEX_NAME,)).fetchone()
+
+
 def test_a_file_name_that_is_not_utf8_is_listed_as_failed_and_the_rest_goes_in(wb, site, pg_url,
                                                                                  tmp_path: Path) -> None:
     """`rag ingest` on a folder holding a Latin-1 file name: that file is reported, the others are stored
