@@ -257,6 +257,12 @@ def render_search(path: Path, d: Any) -> list[str]:
         facts.append(f"documents: {windows.get('method')}; {num(windows.get('distinct windows available'))} available, "
                      f"{num(windows.get('chosen crossing a document boundary'))} of those drawn cross a document "
                      f"boundary, {num(windows.get('distinct chunk texts stored'))} distinct chunk texts stored")
+    warm = d.get("warm_up")
+    if warm:
+        facts.append(f"caches warmed first by {warm.get('queries')} queries that are not measured "
+                     f"({', '.join(warm.get('modes', []))}; {num(warm.get('seconds'), 1)} s)")
+    elif "warm_up" in d:
+        facts.append("measured cold (`--cold`): the first searches after the server started")
     if d.get("command"):
         facts.append(f"command: `{d['command']}`"
                      + (f"; load average {', '.join(f'{k} {v}' for k, v in d['load_1min'].items())}"
