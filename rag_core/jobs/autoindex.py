@@ -3,7 +3,9 @@ gets an index of its own (`rag index source`) from a background job, with no ste
 
 A filter whose chunks lie far from a query in the graph (a folder of Russian norms searched in English) makes the
 walk visit much of the store before it finds the filter's chunks; the filter's own index makes that walk short
-(`eval/bench_search.py --auto-index`: the one-corpus filter before and after the advisor's index). The advisor counts such searches per (site, filter) in this process; at `AFTER` within `WINDOW_SEC` it queues one
+(`eval/bench_search.py --auto-index`: the one-corpus filter before and after the advisor's index). Its btree of
+the filter's documents spares a full-text search with a broad filter a lookup of each posting's document. The
+advisor counts such searches per (site, filter) in this process; at `AFTER` within `WINDOW_SEC` it queues one
 job (a queueing lock keeps a second process from queueing another while it waits). A site keeps at most
 `MAX_PER_SITE` indexes of its own: each one is written to by every ingest into its filter.
 """
@@ -26,7 +28,8 @@ MAX_PER_SITE = 8
 
 
 class SourceIndexAdvisor:
-    """Hears of searches that walked the graph for a source filter (search.service.FilterWalk) and proposes."""
+    """Hears of searches that walked the graph or the postings for a source filter (search.service.FilterWalk) and
+    proposes."""
 
     def __init__(self, db: vector_index.Connections, enqueue: Callable[[str, str], int], slow_ms: float,
                  min_chunks: int, after: int = AFTER, window_sec: float = WINDOW_SEC,
@@ -65,7 +68,7 @@ class SourceIndexAdvisor:
         try:
             have = vector_index.source_indexes(self.db, site_id)
             if len(have) >= self.max_per_site:
-                log.warning("searches of site %s filtered on %s walk the whole HNSW graph slowly, but the site has "
+                log.warning("searches of site %s filtered on %s are slow with no index of their own, but the site has "
                             "%d indexes of its own already (%s); drop one with `rag index drop` and run `rag index "
                             "source %s --site %s`", site_id, source, len(have),
                             ", ".join(i["source_filter"] for i in have), source, site_id)

@@ -87,8 +87,9 @@ class CoreResult:
     terms: list[str] = field(default_factory=list)   # the query's rare lexemes (all when none is rare)
     query_texts: list[str] = field(default_factory=list)  # the query as given to each config
     lexemes: list[str] = field(default_factory=list)  # every query lexeme that occurs in the scope (for highlights)
-    # The chunks a source filter keeps when the dense leg walked the whole store's HNSW graph for it (no index of
-    # its own covers the filter), else 0: what a slow search tells the source-index advisor (jobs/autoindex.py).
+    # The chunks a source filter keeps when no index of its own covers it and the search walked the whole store's
+    # HNSW graph, or the postings (full text alone), for it; else 0: what a slow search tells the source-index
+    # advisor (jobs/autoindex.py).
     walked_filter: int = 0
 
 
@@ -318,7 +319,7 @@ def rank_documents(db: Any, query: str | PreparedQuery, emb: np.ndarray | None, 
         rows = _ranked(conn, q, emb, req.mode, fusion, "documents", front, meanwhile)
     result = _documents_from_rows(rows, front.configs, front.plan.dense)
     result.query_texts = front.texts
-    if front.plan.dense == "hnsw" and scope.source and not front.plan.index_predicate:
+    if scope.source and not front.plan.source_index and (front.plan.dense == "hnsw" or req.mode == "fulltext"):
         result.walked_filter = front.plan.target
     q.lexemes = result.lexemes
     return result

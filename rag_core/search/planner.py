@@ -81,6 +81,8 @@ class Plan(NamedTuple):
     # False when that index holds exactly the filtered chunks (the filter's own, and no other filter): the walk
     # then checks no filter at all.
     walk_checks: bool = True
+    # The filter of the source index that covers the search's source filter, in any mode ("" when none does).
+    source_index: str = ""
 
 
 # Each site's distinct file types by a loose walk of (site_id, file_type) (one index probe per type), and
@@ -140,7 +142,7 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
     frag = scope_sql(scope)
     params = scope_params(scope)
     cache_mode = "force_custom_plan" if scope.has_filters else "force_generic_plan"
-    indexable = bool(scope.source and scope.site_id) and mode != "fulltext"
+    indexable = bool(scope.source and scope.site_id)
     row = conn.execute(
         f"SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', '{cache_mode}', true),"
         f" (SELECT coalesce(sum(s.n_chunks), 0) FROM corpus_stats s WHERE {frag['stats']}),"
@@ -159,7 +161,15 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
         return Plan(0, languages, "none", "exact")
     target = filtered_chunks(conn, frag, params, in_scope, everything, float(row[4] or -1), settings) \
         if scope.has_filters else in_scope
-    narrow = target <= settings.narrow_bound(in_scope)
+    covering = [f for f in index_filters if covers(f, scope.source or "")]
+    own = max(covering, key=len) if covering else ""   # the narrowest index that holds every chunk the filter keeps
+    # The filter's own index carries a btree of its documents: their set is read from it, not from every document
+    # of the site, so even a broad filter is checked against the hashed set. Looked up per posting, the documents
+    # of a list the filter rejects were read one by one: 523K lookups, 1.3 s, for a Russian query filtered to the
+    # English corpus (bench_search.py at 1M, full text with the one-corpus filter; hashing its 424K documents
+    # takes about 120 ms, and probing the set in the walk's order measured no better than the join).
+    narrow = target <= settings.narrow_bound(in_scope) or (
+        own == scope.source and not (scope.types or scope.date_from or scope.date_to))
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
     predicate, walk_checks = "", True
     configs: list[str] = []   # this transaction's settings, sent in one statement
@@ -185,14 +195,12 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
                 # estimate still picks a sequential scan and a sort.
                 " set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
             values += [str(settings.hnsw_ef_search(n, everything)), str(max_scan)]
-            covering = [f for f in index_filters if covers(f, scope.source or "")]
-            if covering:  # the narrowest index that holds every chunk the filter keeps
-                own = max(covering, key=len)
+            if own:
                 predicate = source_index_predicate(scope.site_id or "", own, alias="c")
                 walk_checks = own != scope.source or bool(scope.types or scope.date_from or scope.date_to)
     if configs:
         conn.execute("SELECT " + ", ".join(configs), values)
-    return Plan(target, languages, dense, order, predicate, walk_checks)
+    return Plan(target, languages, dense, order, predicate, walk_checks, own)
 
 
 def filtered_chunks(conn: Any, frag: dict[str, str], params: dict[str, Any], in_scope: int, everything: int,

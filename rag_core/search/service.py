@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 # With a reranker on, this many documents (at least) are reordered before the page is cut.
 RERANK_DEPTH = 30
 _UNSET = object()
-# Told (site, source filter, chunks it keeps, milliseconds) after a search walked the whole store's HNSW graph for
-# a source filter that no index of its own covers: the Workbench wires it to jobs/autoindex.SourceIndexAdvisor.
+# Told (site, source filter, chunks it keeps, milliseconds) after a search walked the whole store's HNSW graph, or
+# a full-text search the postings, for a source filter that no index of its own covers: the Workbench wires it to
+# jobs/autoindex.SourceIndexAdvisor.
 FilterWalk = Callable[[str | None, str, int, float], None]
 
 
@@ -109,7 +110,8 @@ class SearchEngine:
                  reads: ReadRouter | None = None, planner: PlannerSettings = DEFAULT_PLANNER,
                  on_filter_walk: FilterWalk | None = None) -> None:
         """``db`` is the primary (the query log is written there); ``reads`` where the searches read (replicas);
-        ``on_filter_walk`` hears of each search that walked the whole HNSW graph for a source filter."""
+        ``on_filter_walk`` hears of each search that walked the whole HNSW graph (or the postings, in full text)
+        for a source filter no index of its own covers."""
         self.db = db
         self.on_filter_walk = on_filter_walk
         self.reads = reads if reads is not None else ReadRouter(db)

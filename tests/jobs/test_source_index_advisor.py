@@ -1,5 +1,5 @@
-"""The source-index advisor: searches that walk the whole HNSW graph slowly for one source filter queue that
-filter's own index as a job, once; a worker builds it and the next searches walk it instead."""
+"""The source-index advisor: searches that walk the whole HNSW graph (or the postings) slowly for one source filter
+queue that filter's own index as a job, once; a worker builds it and the next searches walk it instead."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ def test_slow_walks_of_one_filter_queue_its_index_once_and_a_worker_builds_it(jw
 
     search = engine(jwb, advisor)
     search.on_filter_walk = listen
-    for _ in range(2):
-        search.search("boiler room door", site_id=site, source="far/", mode="semantic", use_cache=False)
+    for mode in ("semantic", "fulltext"):   # a full-text search reads the postings for the filter: heard too
+        search.search("boiler room door", site_id=site, source="far/", mode=mode, use_cache=False)
     # An unfiltered search walks no filter: the advisor hears nothing of it.
     search.search("boiler room door", site_id=site, mode="semantic", use_cache=False)
     advisor.wait()
@@ -75,6 +75,7 @@ def test_slow_walks_of_one_filter_queue_its_index_once_and_a_worker_builds_it(jw
     heard.clear()
     search.search("boiler room door", site_id=site, source="far/", mode="semantic", use_cache=False)
     search.search("boiler room door", site_id=site, source="far/17", mode="semantic", use_cache=False)
+    search.search("boiler room door", site_id=site, source="far/", mode="fulltext", use_cache=False)
     assert heard == []   # the filter, and a narrower one, walk the filter's own index now
 
 

@@ -159,3 +159,39 @@ def test_a_hybrid_page_is_the_same_through_the_index(wb, two_folders) -> None:
     wb.index_source("far/", site_id=site)
     after = hybrid.rank_documents(wb.db, "x", query, req, hybrid.Fusion(candidates=20), planner=LARGE)
     assert [d.source for d in after.documents] == [d.source for d in before.documents] and after.total == before.total
+
+
+def test_a_broad_filter_with_its_own_index_checks_the_postings_against_its_documents(wb, two_folders) -> None:
+    """Full text with a broad source filter looks up each posting's document, which for a list the filter rejects
+    means every posting of it; with the filter's own index the walk hashes the filter's documents (read from that
+    index) instead, and ranks the same. Only the search with no index of its own is reported to the advisor."""
+    site, _ = two_folders
+    for folder in ("far", "near"):
+        for i, text in enumerate(("Brass instruments are tuned in the cellar every spring.",
+                                  "The archive lists each brass horn and its tuning record.",
+                                  "Woodwinds are kept upstairs, away from the damp cellar.")):
+            assert wb.ingest_text(f"{folder}/music-{i}.md", text, site_id=site).status == "indexed"
+    broad = PlannerSettings(row_check_max=0, exact_scan_chunks=0)   # every filter broad, as 424K chunks at 1M
+    req = validate_search("brass tuning cellar", mode="fulltext", source="far/", site_id=site)
+    both = validate_search("brass tuning cellar", mode="hybrid", source="far/", site_id=site)
+    scope = hybrid.Scope(site, source="far/")
+    with wb.db.connection() as conn:
+        assert plan_search(conn, scope, "fulltext", hybrid.Fusion(), broad).order == "index"
+    before = hybrid.rank_documents(wb.db, req.query, None, req, planner=broad)
+    fused = hybrid.rank_documents(wb.db, both.query, None, both, planner=broad)
+
+    wb.index_source("far/", site_id=site)
+    with wb.db.connection() as conn:
+        plan = plan_search(conn, scope, "fulltext", hybrid.Fusion(), broad)
+    assert plan.order == "exact" and plan.source_index == "far/"
+    after = hybrid.rank_documents(wb.db, req.query, None, req, planner=broad)
+    ranked = [(d.source, round(d.score, 9)) for d in before.documents]
+    assert len(ranked) == 3 and all(s.startswith("far/") for s, _ in ranked)
+    assert [(d.source, round(d.score, 9)) for d in after.documents] == ranked and after.total == before.total
+    assert before.walked_filter == 123 and after.walked_filter == 0
+    # Hybrid walks the filter's own HNSW index and joins the same set to its postings: the same page.
+    with wb.db.connection() as conn:
+        assert plan_search(conn, scope, "hybrid", hybrid.Fusion(), broad)[2:4] == ("hnsw", "index_set")
+    fused_after = hybrid.rank_documents(wb.db, both.query, None, both, planner=broad)
+    assert [d.source for d in fused_after.documents] == [d.source for d in fused.documents]
+    assert fused.total == fused_after.total >= 3
