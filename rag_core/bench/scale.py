@@ -249,42 +249,60 @@ def measure_own_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
 
 def measure_auto_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
                        log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
-    """The one-corpus source filter with no step by hand: its slow searches make the source-index advisor queue
-    the filter's own index, a worker builds it (as `rag worker` or `rag serve` would), and the same searches
-    run again. The index is dropped afterwards, so the store is left as it was."""
-    label, kw = next((lab, f) for lab, f in FILTERS if lab.startswith("source filter (one corpus)"))
-    if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
-        wb.drop_source_index(kw["source"], site_id=site)
-    heard: list[float] = []   # each walk's milliseconds, as the advisor hears them
+    """The source filters (one corpus, and the selective one) with no step by hand: their slow searches make the
+    source-index advisor queue each filter's own index, a worker builds them (as `rag worker` or `rag serve`
+    would), and the same searches run again. The indexes are dropped afterwards, so the store is left as it was.
+    A filter that keeps fewer chunks than the advisor's minimum gets no index: its rows before and after match."""
+    sources = [(lab, f) for lab, f in FILTERS if "source" in f]
+    for _, kw in sources:
+        if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
+            wb.drop_source_index(kw["source"], site_id=site)
+    heard: dict[str, list[float]] = {kw["source"]: [] for _, kw in sources}   # each walk's ms, as the advisor hears
     advisor, engine = wb.source_index_advisor, wb.search_engine
 
     def listen(site_id: str | None, source: str, chunks: int, ms: float) -> None:
-        heard.append(ms)
+        heard.setdefault(source, []).append(ms)
         advisor(site_id, source, chunks, ms)
 
     engine.on_filter_walk = listen
-    job = None
+    jobs: dict[str, Any] = {}
+    results: dict[str, dict[str, Any]] = {}
+    built_s = 0.0
     try:
-        results = measure_modes(wb, queries, site, log, filters=[(f"{label}, before the advisor's index", kw)],
-                                modes=("hybrid",))
+        for label, kw in sources:
+            results.update(measure_modes(wb, queries, site, log, filters=[(f"{label}, before the advisor's index", kw)],
+                                         modes=("hybrid", "fulltext")))
         advisor.wait()
-        queued = [j for j in wb.jobs(site_id=site) if j["kind"] == "source_index" and j["status"] == "queued"]
+        queued = [j["id"] for j in wb.jobs(site_id=site) if j["kind"] == "source_index" and j["status"] == "queued"]
         started = time.perf_counter()
         wb.run_worker(wait=False)
         built_s = round(time.perf_counter() - started, 1)
-        job = wb.job(queued[0]["id"]) if queued else None
+        for job in (wb.job(job_id) for job_id in queued):
+            jobs[(job["result"] or {}).get("source_filter") or job["description"]] = job
         if log:
-            log(f"advisor: {len(heard)} walks heard, {sum(1 for ms in heard if ms >= advisor.slow_ms)} slow; "
-                f"job {job and job['id']} {job and job['status']} in {built_s} s")
-        results.update(measure_modes(wb, queries, site, log, filters=[(f"{label}, after the advisor's index", kw)],
-                                     modes=("hybrid",)))
+            for _, kw in sources:
+                walks, job = heard[kw["source"]], jobs.get(kw["source"])
+                log(f"advisor, {kw['source']}: {len(walks)} walks heard, "
+                    f"{sum(1 for ms in walks if ms >= advisor.slow_ms)} slow; "
+                    f"job {job['id'] if job else None} {job['status'] if job else 'not queued'}")
+            log(f"worker: {len(jobs)} jobs in {built_s} s")
+        for label, kw in sources:
+            results.update(measure_modes(wb, queries, site, log, filters=[(f"{label}, after the advisor's index", kw)],
+                                         modes=("hybrid", "fulltext")))
     finally:
         engine.on_filter_walk = advisor
-        wb.drop_source_index(kw["source"], site_id=site)
-    result = (job or {}).get("result") or {}
-    results["advisor"] = {"walks heard": len(heard), "slow walks": sum(1 for ms in heard if ms >= advisor.slow_ms),
-                          "job status": job["status"] if job else None, "index chunks": result.get("chunks"),
-                          "worker s": built_s}
+        for _, kw in sources:
+            if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
+                wb.drop_source_index(kw["source"], site_id=site)
+    for label, kw in sources:
+        walks, job = heard[kw["source"]], jobs.get(kw["source"])
+        result = (job or {}).get("result") or {}
+        took = (job["finished_at"] - job["started_at"]).total_seconds() if job and job["finished_at"] else None
+        results[f"advisor, {label}"] = {
+            "walks heard": len(walks), "slow walks": sum(1 for ms in walks if ms >= advisor.slow_ms),
+            "job status": job["status"] if job else None, "index chunks": result.get("chunks"),
+            "job s": round(took, 1) if took is not None else None}
+    results["advisor worker"] = {"jobs": len(jobs), "worker s": built_s}
     return results
 
 
