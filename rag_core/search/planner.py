@@ -31,6 +31,9 @@ class PlannerSettings:
     # work_mem is raised for the transaction so the set is hashed in memory (set_work_mem_bytes per chunk).
     row_check_max: int = 150_000
     set_work_mem_bytes: int = 128
+    # A filter with an index of its own is checked against that set up to this many chunks, whatever its share
+    # (work_mem follows the set: 122 MB at the bound), and looked up per row past it.
+    own_set_max: int = 1_000_000
     # Semantic search alone has no postings walk to share the set with: building it cost more than the lookups
     # it saves past these (bench_search.py, semantic with the one-corpus filter at 167K).
     dense_row_check_share: float = 0.5
@@ -168,8 +171,8 @@ def plan_search(conn: Any, scope: Scope, mode: str, fusion: Fusion,
     # of a list the filter rejects were read one by one: 523K lookups, 1.3 s, for a Russian query filtered to the
     # English corpus (bench_search.py at 1M, full text with the one-corpus filter; hashing its 424K documents
     # takes about 120 ms, and probing the set in the walk's order measured no better than the join).
-    narrow = target <= settings.narrow_bound(in_scope) or (
-        own == scope.source and not (scope.types or scope.date_from or scope.date_to))
+    own_set = own == scope.source and not (scope.types or scope.date_from or scope.date_to)
+    narrow = target <= settings.narrow_bound(in_scope) or (own_set and target <= settings.own_set_max)
     dense, order = "none", "exact" if narrow or not scope.has_filters else "index"
     predicate, walk_checks = "", True
     configs: list[str] = []   # this transaction's settings, sent in one statement

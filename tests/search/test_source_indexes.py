@@ -4,6 +4,8 @@ the searches its filter covers, kept by new documents, rebuilt after a bulk load
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from storebuilders import clustered_chunks
@@ -184,6 +186,8 @@ def test_a_broad_filter_with_its_own_index_checks_the_postings_against_its_docum
     with wb.db.connection() as conn:
         plan = plan_search(conn, scope, "fulltext", hybrid.Fusion(), broad)
     assert plan.order == "exact" and plan.source_index == "far/"
+    with wb.db.connection() as conn:   # past own_set_max the filter is looked up per row again (work_mem bounded)
+        assert plan_search(conn, scope, "fulltext", hybrid.Fusion(), replace(broad, own_set_max=100)).order == "index"
     after = hybrid.rank_documents(wb.db, req.query, None, req, planner=broad)
     ranked = [(d.source, round(d.score, 9)) for d in before.documents]
     assert len(ranked) == 3 and all(s.startswith("far/") for s, _ in ranked)
