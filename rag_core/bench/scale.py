@@ -254,9 +254,14 @@ def measure_auto_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
     would), and the same searches run again. The indexes are dropped afterwards, so the store is left as it was.
     A filter that keeps fewer chunks than the advisor's minimum gets no index: its rows before and after match."""
     sources = [(lab, f) for lab, f in FILTERS if "source" in f]
-    for _, kw in sources:
-        if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
-            wb.drop_source_index(kw["source"], site_id=site)
+
+    def drop_own_indexes() -> None:
+        made = {i["source_filter"] for i in wb.source_indexes(site_id=site)}
+        for _, kw in sources:
+            if kw["source"] in made:
+                wb.drop_source_index(kw["source"], site_id=site)
+
+    drop_own_indexes()
     heard: dict[str, list[float]] = {kw["source"]: [] for _, kw in sources}   # each walk's ms, as the advisor hears
     advisor, engine = wb.source_index_advisor, wb.search_engine
 
@@ -291,9 +296,7 @@ def measure_auto_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
                                          modes=("hybrid", "fulltext")))
     finally:
         engine.on_filter_walk = advisor
-        for _, kw in sources:
-            if any(i["source_filter"] == kw["source"] for i in wb.source_indexes(site_id=site)):
-                wb.drop_source_index(kw["source"], site_id=site)
+        drop_own_indexes()
     for label, kw in sources:
         walks, job = heard[kw["source"]], jobs.get(kw["source"])
         result = (job or {}).get("result") or {}
