@@ -20,7 +20,7 @@ from rag_core.ingest.chunking import chunk_text
 from rag_core.ingest.loaders import SUPPORTED_TYPES, LoadedDocument, load_bytes, unsupported_reason
 from rag_core.ingest.loaders.document import document_date
 from rag_core.security.documents import check_document
-from rag_core.security.paths import entry_problem, read_regular_file
+from rag_core.security.paths import entry_problem, read_regular_file, user_path
 from rag_core.security.text import file_name_problem, visible_title
 from rag_core.ingest.types import Progress, ProgressCallback
 from rag_core.settings import RagSettings
@@ -142,7 +142,7 @@ def discover_files(paths: Sequence[str | Path], include: Sequence[str] = (), exc
     problems: list[SourceOutcome] = []
     seen: set[Path] = set()
     for raw in paths:
-        root = Path(raw).expanduser()
+        root = user_path(raw)
         if not root.exists():
             problems.append(SourceOutcome(shown_path(Path(raw)), "failed", reason="path does not exist"))
             continue

@@ -27,7 +27,7 @@ from rag_core.providers.embeddings import embedding_dimension
 from rag_core.records import Records, StoreStatus
 from rag_core.security.documents import check_document
 from rag_core.security.ids import DEFAULT_SITE, SAMPLE_SITE, check_id
-from rag_core.security.paths import check_size
+from rag_core.security.paths import check_size, user_path
 from rag_core.security.text import check_label, file_name_problem
 from rag_core.security.url_policy import CrawlAllowlist, canonical_url
 from rag_core.settings import RagSettings
@@ -69,8 +69,7 @@ class DocumentService:
     def vanished_sources(self, paths: Sequence[str | Path], site_id: str = DEFAULT_SITE) -> list[str]:
         """Stored sources under the given folders whose files are gone (deleted or renamed since they were
         ingested): re-ingesting a folder does not remove them, so they would still be found and cited."""
-        folders = [Path(p).expanduser().resolve().as_posix().rstrip("/") + "/" for p in paths
-                   if Path(p).expanduser().is_dir()]
+        folders = [user_path(p).resolve().as_posix().rstrip("/") + "/" for p in paths if user_path(p).is_dir()]
         return [s for s in stored.sources_under(self.store.db, site_id, folders) if not Path(s).exists()]
 
     def ingest_sample_corpus(self, site_id: str = SAMPLE_SITE,
@@ -246,7 +245,10 @@ class DocumentService:
             except ValueError:
                 pass  # not a URL the crawler could have stored: only the text as given can match
         else:
-            resolved = Path(source).expanduser().resolve().as_posix()
+            try:
+                resolved = user_path(source.strip()).resolve().as_posix()
+            except (OSError, RuntimeError):   # a symbolic link loop: only the text as given can match
+                resolved = candidates[0]
             if resolved not in candidates:
                 candidates.append(resolved)
         docs = chunks = 0

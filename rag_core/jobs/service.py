@@ -14,6 +14,7 @@ from rag_core.jobs.queue import JobQueue
 from rag_core.jobs.records import JobInfo
 from rag_core.security.documents import check_document
 from rag_core.security.ids import DEFAULT_SITE
+from rag_core.security.paths import user_path
 
 
 class JobService:
@@ -42,7 +43,7 @@ class JobService:
     def enqueue_ingest(self, paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = (),
                        site_id: str = DEFAULT_SITE, prune: bool = False) -> int:
         """Queue an ingest of files and folders; returns its id. Paths are read by the worker that takes it."""
-        absolute = [Path(p).expanduser().resolve().as_posix() for p in paths]
+        absolute = [user_path(p).resolve().as_posix() for p in paths]
         if not absolute:
             raise InvalidInput("No path given; name the files or folders to ingest.")
         return self._enqueue("ingest", site_id, {"paths": absolute, "site_id": site_id, "include": list(include),

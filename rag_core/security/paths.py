@@ -22,6 +22,19 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISDIR, "a folder"))
 
 
+def user_path(raw: str | Path) -> Path:
+    """A path as a person or a request gave it, with `~` and `~user` expanded where that home exists.
+
+    `~someone/x` for a user this machine does not have stays as given, so it is reported as a path that does not
+    exist: pathlib raised RuntimeError, and `DELETE /documents?source=~x` was a 500.
+    """
+    path = Path(raw)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def check_size(size: int, max_bytes: int | None, name: str) -> None:
     """Refuse a file over RAG_MAX_FILE_MB before it is read (LoaderError naming the size, the limit and the fix)."""
     if max_bytes is not None and size > max_bytes:

@@ -87,6 +87,18 @@ def test_query_parameter_errors(client, method, path, kwargs, field):
     assert field in error_of(client.request(method, path, headers=auth(key), **kwargs), 400, "INVALID_INPUT")["message"]
 
 
+def test_a_source_or_path_naming_an_unknown_home_is_not_found(client, wb, tmp_path):
+    """`~name` of a user this machine lacks cannot be expanded (pathlib raises RuntimeError): it is a source
+    that is not stored, and a path that does not exist, not a server error (the REST fuzz test found it)."""
+    gone = "~no-such-user-7f3e/notes.md"
+    error = error_of(client.delete("/documents", params={"source": gone, "site_id": SITE_A}, headers=auth(ADMIN)),
+                     404, "NOT_FOUND")
+    assert gone in error["message"]
+    report = wb.ingest_paths([gone, tmp_path], site_id=SITE_A)
+    [outcome] = [o for o in report.outcomes if o.status == "failed"]
+    assert outcome.reason == "path does not exist" and outcome.source.startswith("~no-such-user-7f3e")
+
+
 def test_role_and_malformed_json(client):
     error = error_of(client.post("/chat-messages", json={"user_id": "u", "site_id": SITE_A, "role": "bot",
                                                          "message": "hi"}, headers=auth(KEY_A)), 400, "INVALID_INPUT")
