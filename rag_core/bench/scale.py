@@ -20,6 +20,7 @@ from rag_core.errors import RagError
 from rag_core.evaluation.datasets import eval_set_dir, load_beir
 from rag_core.evaluation.metrics import percentile
 from rag_core.evaluation.vectors import text_key
+from rag_core.jobs.tasks import describe
 
 if TYPE_CHECKING:
     from rag_core.workbench import Workbench
@@ -282,8 +283,10 @@ def measure_auto_index(wb: Workbench, queries: Sequence[str], site: str = SITE,
         started = time.perf_counter()
         wb.run_worker(wait=False)
         built_s = round(time.perf_counter() - started, 1)
+        # A job names its filter in its description (jobs.tasks.describe), so a failed one is matched too.
+        by_description = {describe("source_index", {"source_filter": kw["source"]}): kw["source"] for _, kw in sources}
         for job in (wb.job(job_id) for job_id in queued):
-            jobs[(job["result"] or {}).get("source_filter") or job["description"]] = job
+            jobs[by_description.get(job["description"], job["description"])] = job
         if log:
             for _, kw in sources:
                 walks, job = heard[kw["source"]], jobs.get(kw["source"])
